@@ -1,0 +1,84 @@
+"""`minikafka serve [PROPERTIES_FILE] [--override KEY=VALUE ...] [--host H] [--port P] [--data-dir DIR]`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import structlog
+
+from .config import BrokerConfig, ConfigError, build_config
+from .logsetup import configure_logging
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="minikafka", description="A Kafka-protocol broker in Python.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the broker")
+    serve.add_argument("properties", nargs="?", type=Path, help="a server.properties file (Kafka's key names)")
+    serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="set a property, as kafka-server-start's --override")
+    serve.add_argument("--host", help="bind address (default from listeners: 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="bind port (default 9092; 0 picks a free port)")
+    serve.add_argument("--data-dir", type=Path, help="log directory (default ./data)")
+    serve.add_argument("--log-format", choices=["console", "json"], default="console")
+    serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
+    return parser
+
+
+async def _serve(config: BrokerConfig) -> int:
+    from .server import BrokerServer  # imported late so `--help` and config errors stay fast
+
+    log = structlog.get_logger("minikafka")
+    server = BrokerServer(config)
+    try:
+        await server.start()
+    except OSError as exc:
+        log.error("cannot start", error=str(exc))
+        return 1
+    loop = asyncio.get_running_loop()
+    stopping = False
+
+    def on_signal(signum: int) -> None:
+        nonlocal stopping
+        if stopping:
+            log.warning("second signal: exiting now", signal=signal.Signals(signum).name)
+            os._exit(1)
+        stopping = True
+        log.info("shutting down", signal=signal.Signals(signum).name)
+        loop.create_task(server.shutdown())
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    await server.wait_stopped()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    configure_logging(args.log_format, args.log_level)
+    log = structlog.get_logger("minikafka")
+    try:
+        config = build_config(
+            properties_file=args.properties, overrides=args.override,
+            host=args.host, port=args.port, data_dir=args.data_dir,
+        )
+    except ConfigError as exc:
+        print(f"minikafka: configuration error: {exc}", file=sys.stderr)
+        return 2
+    for key in config.unknown_keys:
+        log.warning("unknown configuration key ignored", key=key)
+    try:
+        import uvloop
+
+        return uvloop.run(_serve(config))
+    except ImportError:
+        return asyncio.run(_serve(config))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

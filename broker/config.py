@@ -1,0 +1,221 @@
+"""Broker configuration, read the way Kafka reads it.
+
+Sources, later ones winning: a `server.properties` file (Kafka's key names), `MINIKAFKA_*`
+environment variables (`MINIKAFKA_LOG_RETENTION_MS` -> `log.retention.ms`), `--override key=value`
+as in kafka-server-start, then the explicit `--host/--port/--data-dir` flags. Unknown keys are
+warned about (Kafka logs them as unused); a bad value is a `ConfigError` naming key and value.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from minikafka.storage.config import BROKER_LOG_KEYS, LogConfig, log_config_from_broker_properties
+from minikafka.storage.errors import InvalidConfig
+
+ENV_PREFIX = "MINIKAFKA_"
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfigDef:
+    name: str
+    type: str  # Kafka's ConfigDef type names: int, long, boolean, string, list, double
+    default: str | None
+    doc: str
+
+
+def _defs(*rows: tuple[str, str, str | None, str]) -> dict[str, BrokerConfigDef]:
+    return {row[0]: BrokerConfigDef(*row) for row in rows}
+
+
+# The broker-level keys minikafka honours, with Kafka's defaults (except where noted in doc).
+BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
+    ("node.id", "int", "1", "This node's id."),
+    ("broker.id", "int", "1", "Alias of node.id (ZooKeeper-era name)."),
+    ("listeners", "list", "PLAINTEXT://127.0.0.1:9092", "Listener to bind (first one is used)."),
+    ("advertised.listeners", "list", None, "Listener advertised to clients; defaults to listeners."),
+    ("log.dirs", "list", "./data", "Directory holding the partition logs (first one is used)."),
+    ("log.dir", "string", "./data", "Used when log.dirs is not set."),
+    ("num.partitions", "int", "1", "Default partition count of auto-created topics."),
+    ("default.replication.factor", "int", "1", "Default replication factor (single node: 1)."),
+    ("auto.create.topics.enable", "boolean", "true", "Create topics on metadata/produce requests."),
+    ("delete.topic.enable", "boolean", "true", "Allow DeleteTopics."),
+    ("socket.request.max.bytes", "int", "104857600", "Largest request frame accepted."),
+    ("log.retention.check.interval.ms", "long", "300000", "How often retention runs."),
+    ("log.flush.offset.checkpoint.interval.ms", "int", "60000", "How often offset checkpoints are written."),
+    ("offsets.topic.num.partitions", "int", "50", "Partitions of __consumer_offsets."),
+    ("transaction.state.log.num.partitions", "int", "50", "Partitions of __transaction_state."),
+    ("group.initial.rebalance.delay.ms", "int", "0", "Kafka's default is 3000; 0 keeps tests fast."),
+    ("group.min.session.timeout.ms", "int", "6000", "Smallest session timeout a group member may ask for."),
+    ("group.max.session.timeout.ms", "int", "1800000", "Largest session timeout a group member may ask for."),
+    ("offsets.retention.ms", "int", "604800000", "Offsets of an empty group expire after this long."),
+    ("offsets.retention.check.interval.ms", "long", "600000", "How often expired offsets are removed."),
+    ("offset.metadata.max.bytes", "int", "4096", "Largest metadata string of a committed offset."),
+    ("connections.max.idle.ms", "long", "600000", "Idle connections are closed after this long."),
+    ("cluster.id", "string", None, "Cluster id; generated and kept in meta.properties if unset."),
+    ("shutdown.timeout.ms", "long", "10000", "minikafka: how long in-flight requests may finish on shutdown."),
+)
+
+_BOOLEAN = re.compile(r"^(true|false)$", re.IGNORECASE)
+
+
+def _check_type(key: str, value: str, kind: str) -> None:
+    try:
+        if kind in ("int", "long"):
+            int(value)
+        elif kind == "double":
+            float(value)
+        elif kind == "boolean" and not _BOOLEAN.match(value):
+            raise ValueError(value)
+    except ValueError:
+        raise ConfigError(f"invalid value {value!r} for configuration {key}: expected {kind}") from None
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties: `key=value` or `key: value`, `#`/`!` comments, `\\` continuations."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip() if not pending else raw.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending += line[:-1]
+            continue
+        line, pending = pending + line, ""
+        match = re.match(r"^((?:\\.|[^=:\s])+)\s*[=:\s]\s*(.*)$", line)
+        if match:
+            props[match.group(1).replace("\\", "")] = match.group(2)
+        else:
+            props[line] = ""
+    return props
+
+
+def env_properties(environ: Mapping[str, str]) -> dict[str, str]:
+    return {
+        key[len(ENV_PREFIX) :].lower().replace("_", "."): value
+        for key, value in environ.items()
+        if key.startswith(ENV_PREFIX) and len(key) > len(ENV_PREFIX)
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Listener:
+        match = re.match(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(\d+)$", text.strip())
+        if not match:
+            raise ConfigError(f"invalid listener {text!r}: expected NAME://host:port")
+        host = match.group(2).strip("[]") or "0.0.0.0"
+        return cls(match.group(1), host, int(match.group(3)))
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    node_id: int = 1
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    data_dir: Path = Path("./data")
+    num_partitions: int = 1
+    auto_create_topics: bool = True
+    delete_topic_enable: bool = True
+    socket_request_max_bytes: int = 104857600
+    retention_check_interval_ms: int = 300000
+    checkpoint_interval_ms: int = 60000
+    offsets_topic_num_partitions: int = 50
+    transaction_state_log_num_partitions: int = 50
+    group_initial_rebalance_delay_ms: int = 0
+    connections_max_idle_ms: int = 600000
+    shutdown_timeout_ms: int = 10000
+    cluster_id: str | None = None
+    log_defaults: LogConfig = field(default_factory=LogConfig)
+    # Every property as given (after precedence), for DescribeConfigs' "static" source.
+    properties: Mapping[str, str] = field(default_factory=dict)
+    unknown_keys: tuple[str, ...] = ()
+
+
+def _is_storage_key(key: str) -> bool:
+    return key in BROKER_LOG_KEYS
+
+
+def build_config(
+    *,
+    properties_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Iterable[str] = (),
+    host: str | None = None,
+    port: int | None = None,
+    data_dir: Path | None = None,
+    known_storage_key: Callable[[str], bool] | None = None,
+) -> BrokerConfig:
+    props: dict[str, str] = {}
+    if properties_file is not None:
+        try:
+            props.update(parse_properties(properties_file.read_text()))
+        except OSError as exc:
+            raise ConfigError(f"cannot read {properties_file}: {exc.strerror}") from None
+    props.update(env_properties(os.environ if environ is None else environ))
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"invalid --override {item!r}: expected key=value")
+        props[key.strip()] = value.strip()
+
+    for key, value in props.items():
+        if key in BROKER_CONFIGS:
+            _check_type(key, value, BROKER_CONFIGS[key].type)
+    try:
+        log_defaults = log_config_from_broker_properties(props)
+    except InvalidConfig as exc:
+        raise ConfigError(str(exc)) from None
+
+    def get(key: str) -> str:
+        value = props.get(key, BROKER_CONFIGS[key].default)
+        assert value is not None
+        return value
+
+    listener = Listener.parse(get("listeners").split(",")[0])
+    advertised = props.get("advertised.listeners")
+    advertised_listener = Listener.parse(advertised.split(",")[0]) if advertised else None
+    log_dirs = props.get("log.dirs") or props.get("log.dir") or BROKER_CONFIGS["log.dirs"].default or "./data"
+    node_id = int(props.get("node.id", props.get("broker.id", "1")))
+    is_known_storage = known_storage_key or _is_storage_key
+    unknown = tuple(sorted(k for k in props if k not in BROKER_CONFIGS and not is_known_storage(k)))
+
+    return BrokerConfig(
+        node_id=node_id,
+        host=host if host is not None else listener.host,
+        port=port if port is not None else listener.port,
+        advertised_host=advertised_listener.host if advertised_listener else None,
+        advertised_port=advertised_listener.port if advertised_listener else None,
+        data_dir=data_dir if data_dir is not None else Path(log_dirs.split(",")[0]),
+        num_partitions=int(get("num.partitions")),
+        auto_create_topics=get("auto.create.topics.enable").lower() == "true",
+        delete_topic_enable=get("delete.topic.enable").lower() == "true",
+        socket_request_max_bytes=int(get("socket.request.max.bytes")),
+        retention_check_interval_ms=int(get("log.retention.check.interval.ms")),
+        checkpoint_interval_ms=int(get("log.flush.offset.checkpoint.interval.ms")),
+        offsets_topic_num_partitions=int(get("offsets.topic.num.partitions")),
+        transaction_state_log_num_partitions=int(get("transaction.state.log.num.partitions")),
+        group_initial_rebalance_delay_ms=int(get("group.initial.rebalance.delay.ms")),
+        connections_max_idle_ms=int(get("connections.max.idle.ms")),
+        shutdown_timeout_ms=int(get("shutdown.timeout.ms")),
+        cluster_id=props.get("cluster.id"),
+        log_defaults=log_defaults,
+        properties=dict(props),
+        unknown_keys=unknown,
+    )

@@ -1,0 +1,38 @@
+"""One module per Kafka API. Each declares API_KEY, VERSIONS and `async def handle(ctx, request)`."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+HANDLER_MODULES = (
+    "api_versions",
+    "metadata",
+    "produce",
+    "fetch",
+    "list_offsets",
+    "create_topics",
+    "delete_topics",
+    "create_partitions",
+    "describe_configs",
+    "incremental_alter_configs",
+    "describe_cluster",
+    "offset_for_leader_epoch",
+    "delete_records",
+    "init_producer_id",
+    "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "offset_fetch",
+    "describe_groups",
+    "list_groups",
+    "delete_groups",
+    "offset_delete",
+)
+
+
+def all_handler_modules() -> list[ModuleType]:
+    return [importlib.import_module(f"{__name__}.{name}") for name in HANDLER_MODULES]

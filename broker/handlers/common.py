@@ -1,0 +1,31 @@
+"""Small helpers shared by handlers: partition lookup and error fields."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from minikafka.storage.errors import UnknownTopicOrPartition
+
+from ..errors import error_code_for, error_message_for
+
+if TYPE_CHECKING:
+    from minikafka.storage.log import PartitionLog
+
+    from ..context import RequestContext
+
+
+def partition_log(ctx: RequestContext, topic: str, partition: int) -> PartitionLog:
+    log = ctx.services.logs.partition(topic, partition)
+    if log is None:
+        raise UnknownTopicOrPartition(f"{topic}-{partition} does not exist on this node")
+    return log
+
+
+def error_fields(exc: BaseException) -> dict[str, Any]:
+    return {"error_code": error_code_for(exc), "error_message": error_message_for(exc)}
+
+
+def response_of(request: Any) -> type:
+    from minikafka.protocol.codec import response_class
+
+    return response_class(request.__api_key__, request.__version__)

@@ -1,0 +1,67 @@
+"""CreateTopics: v2-7.
+
+Behavior:
+- num_partitions -1 means num.partitions; replication_factor -1 means 1. Manual assignments give the
+  partition count; they may only name this cluster's nodes, one replica each.
+- A replication factor above the number of nodes is INVALID_REPLICATION_FACTOR; an existing topic
+  TOPIC_ALREADY_EXISTS; an illegal name INVALID_TOPIC_EXCEPTION; a bad config INVALID_CONFIG.
+- validate_only checks everything and creates nothing.
+- v5+ responses carry the topic's id, partition count, replication factor and configs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.protocol.api_keys import ApiKey, VersionRange
+from minikafka.protocol.build import ZERO_UUID, build
+from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.storage.errors import InvalidReplicationFactor
+
+from ..config_view import topic_config_entries
+from ..context import RequestContext
+from .common import error_fields, response_of
+
+API_KEY = ApiKey.CREATE_TOPICS
+VERSIONS = VersionRange(2, 7)
+
+
+def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, Any]:
+    services = ctx.services
+    node_count = len(services.cluster.nodes)
+    partitions = topic.num_partitions
+    replication = topic.replication_factor
+    if topic.assignments:
+        if partitions != -1 or replication != -1:
+            raise KafkaError("give either assignments or partition count and replication factor",
+                             code=ErrorCode.invalid_request)
+        partitions = len(topic.assignments)
+        replication = len(topic.assignments[0].broker_ids)
+    if partitions == -1:
+        partitions = services.config.num_partitions
+    if replication == -1:
+        replication = 1
+    if replication < 1 or replication > node_count:
+        raise InvalidReplicationFactor(
+            f"replication factor {replication} is invalid: {node_count} node(s) in the cluster")
+    configs = {c.name: c.value for c in topic.configs}
+    meta = services.logs.create_topic(topic.name, partitions, configs, validate_only=validate_only)
+    ctx.log.info("created topic" if not validate_only else "validated topic", topic=topic.name, partitions=partitions)
+    return {
+        "topic_id": meta.topic_id if not validate_only else ZERO_UUID,
+        "num_partitions": partitions,
+        "replication_factor": replication,
+        "configs": topic_config_entries(services.config, dict(meta.configs)),
+    }
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    results = []
+    for topic in request.topics:
+        entry: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none, "error_message": None}
+        try:
+            entry.update(_create(ctx, topic, request.validate_only))
+        except KafkaError as exc:
+            entry.update(error_fields(exc))
+        results.append(entry)
+    return build(response_of(request), throttle_time=0, topics=results)

@@ -1,0 +1,30 @@
+"""DeleteGroups: v0-2.
+
+Behavior: an Empty group is deleted with its offsets (tombstones for every committed offset and
+for the group metadata); a group with members is NON_EMPTY_GROUP; an unknown group is
+GROUP_ID_NOT_FOUND; an empty id is INVALID_GROUP_ID.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.protocol.api_keys import ApiKey, VersionRange
+from minikafka.protocol.build import build
+
+from ..context import RequestContext
+from .common import response_of
+from .group_common import coordinator, ownership_error
+
+API_KEY = ApiKey.DELETE_GROUPS
+VERSIONS = VersionRange(0, 2)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    results = []
+    for group_id in request.groups_names:
+        error = ownership_error(ctx, group_id) if group_id else None
+        if error is None:
+            error = coordinator(ctx).delete_groups([group_id])[group_id]
+        results.append({"group_id": group_id, "error_code": error})
+    return build(response_of(request), throttle_time=0, results=results)

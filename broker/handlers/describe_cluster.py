@@ -1,0 +1,32 @@
+"""DescribeCluster: v0-1.
+
+Behavior: the cluster id, the controller (lowest node id) and every node of the cluster view.
+endpoint_type (v1) 1 = brokers; 2 = controllers is answered with the same node, which plays both roles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.protocol.api_keys import ApiKey, VersionRange
+from minikafka.protocol.build import build
+from minikafka.protocol.errors import ErrorCode
+
+from ..context import RequestContext
+from .common import response_of
+
+API_KEY = ApiKey.DESCRIBE_CLUSTER
+VERSIONS = VersionRange(0, 1)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    cluster = ctx.services.cluster
+    return build(
+        response_of(request),
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        endpoint_type=getattr(request, "endpoint_type", 1),
+        cluster_id=cluster.cluster_id,
+        controller_id=cluster.controller_id,
+        brokers=[{"broker_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack} for n in cluster.nodes],
+    )

@@ -1,0 +1,55 @@
+"""DescribeConfigs: v1-4.
+
+Behavior:
+- TOPIC (2): every topic config with its effective value and source (topic override, broker
+  property, or Kafka's default), optionally only the named keys, with synonyms and documentation
+  when asked. Unknown topic: UNKNOWN_TOPIC_OR_PARTITION.
+- BROKER (4): the broker's configs; the resource name must be this node's id (or empty for the
+  cluster default). BROKER_LOGGER (8) and others: INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.protocol.api_keys import ApiKey, VersionRange
+from minikafka.protocol.build import build
+from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.storage.errors import UnknownTopicOrPartition
+
+from ..config_view import broker_config_entries, topic_config_entries
+from ..context import RequestContext
+from .common import error_fields, response_of
+
+API_KEY = ApiKey.DESCRIBE_CONFIGS
+VERSIONS = VersionRange(1, 4)
+
+TOPIC, BROKER = 2, 4
+
+
+def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> list[dict[str, Any]]:
+    services = ctx.services
+    keys = set(resource.configuration_keys) if resource.configuration_keys else None
+    if resource.resource_type == TOPIC:
+        meta = services.logs.topic(resource.resource_name)
+        if meta is None:
+            raise UnknownTopicOrPartition(f"topic {resource.resource_name} does not exist")
+        return topic_config_entries(services.config, dict(meta.configs), keys, synonyms)
+    if resource.resource_type == BROKER:
+        if resource.resource_name not in ("", str(ctx.node.node_id)):
+            raise KafkaError(f"broker {resource.resource_name} is not this node", code=ErrorCode.invalid_request)
+        return broker_config_entries(services.config, keys, synonyms)
+    raise KafkaError(f"resource type {resource.resource_type} is not supported", code=ErrorCode.invalid_request)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    results = []
+    for resource in request.resources:
+        entry: dict[str, Any] = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
+                                 "error_code": ErrorCode.none, "error_message": None, "configs": []}
+        try:
+            entry["configs"] = _describe(ctx, resource, request.include_synonyms)
+        except KafkaError as exc:
+            entry.update(error_fields(exc))
+        results.append(entry)
+    return build(response_of(request), throttle_time=0, results=results)

@@ -1,0 +1,87 @@
+"""Fetch: v4-12.
+
+Behavior:
+- Long poll: answers once min_bytes are available, an error occurs, or max_wait passes. Waiting is
+  woken by appends to the fetched partitions (AppendWaiters), never by polling the logs.
+- Returns whole batches starting with the one holding fetch_offset (clients skip the records
+  before it), at most partition_max_bytes per partition and max_bytes in all, except that the
+  first non-empty partition always returns at least one whole batch so a large record is never stuck.
+- read_uncommitted reads to the high watermark; read_committed to the last stable offset, and
+  aborted transactions are reported (empty until transactions land).
+- An empty partition has empty records, never null: librdkafka rejects a null MessageSet.
+- Fetch sessions: none are created (session id 0, KIP-227 "sessionless"), so clients send full
+  fetches; an incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND.
+- OFFSET_OUT_OF_RANGE when fetch_offset is below the log start or above the log end.
+Version notes: v13+ address topics by id only; not advertised yet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.protocol.api_keys import ApiKey, VersionRange
+from minikafka.protocol.build import build, ms
+from minikafka.protocol.errors import ErrorCode, KafkaError
+
+from ..context import RequestContext
+from .common import partition_log, response_of
+
+API_KEY = ApiKey.FETCH
+VERSIONS = VersionRange(4, 12)
+
+READ_COMMITTED = 1
+
+
+def _read_all(ctx: RequestContext, request: Any) -> tuple[list[dict[str, Any]], int, bool]:
+    """One pass over the requested partitions: (topic entries, bytes gathered, any error)."""
+    budget = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
+    gathered = 0
+    errored = False
+    committed = request.isolation_level == READ_COMMITTED
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for part in topic.partitions:
+            entry: dict[str, Any] = {"partition_index": part.partition, "records": b"",
+                                     "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+                                     "aborted_transactions": None}
+            try:
+                log = partition_log(ctx, topic.topic, part.partition)
+                limit = min(part.partition_max_bytes, budget - gathered)
+                last_stable = log.last_stable_offset
+                upper = last_stable if committed else log.high_watermark
+                if limit > 0 or gathered == 0:
+                    read = log.read(part.fetch_offset, max(limit, 0), upper_bound=upper,
+                                    min_one_batch=gathered == 0)
+                    entry["records"] = read.records
+                    gathered += len(read.records)
+                elif part.fetch_offset < log.log_start_offset or part.fetch_offset > log.log_end_offset:
+                    log.read(part.fetch_offset, 0, upper_bound=upper)  # raises OffsetOutOfRange
+                entry.update(high_watermark=log.high_watermark, last_stable_offset=last_stable,
+                             log_start_offset=log.log_start_offset)
+                if committed:
+                    entry["aborted_transactions"] = []
+            except KafkaError as exc:
+                errored = True
+                entry["error_code"] = exc.error_code
+            partitions.append(entry)
+        topics.append({"topic": topic.topic, "partitions": partitions})
+    return topics, gathered, errored
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    if request.__version__ >= 7 and request.session_id != 0:
+        return build(response_of(request), error_code=ErrorCode.fetch_session_id_not_found, responses=[])
+    clock = ctx.services.clock
+    deadline = clock.monotonic() + ms(request.max_wait) / 1000
+    watched = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    while True:
+        topics, gathered, errored = _read_all(ctx, request)
+        remaining = deadline - clock.monotonic()
+        if errored or gathered >= request.min_bytes or remaining <= 0 or not watched:
+            break
+        if not await ctx.services.waiters.wait_any(watched, remaining):
+            topics, gathered, errored = _read_all(ctx, request)
+            break
+    return build(response_of(request), throttle_time=0, error_code=ErrorCode.none, session_id=0,
+                 responses=topics)

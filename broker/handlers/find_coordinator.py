@@ -1,0 +1,66 @@
+"""FindCoordinator: v0-6.
+
+Behavior:
+- key_type 0 (GROUP) answers the node leading `__consumer_offsets-partition_for(key, N)`; the topic is
+  created on first use (N = offsets.topic.num.partitions). key_type 1 (TRANSACTION) answers the
+  leader of `__transaction_state-partition_for(key, transaction.state.log.num.partitions)`.
+- Other key types are INVALID_REQUEST.
+Version notes: v0-3 carry one `key`; v4+ carry `coordinator_keys` and answer one entry per key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.coordinator.hashing import partition_for
+from minikafka.protocol.api_keys import ApiKey, VersionRange
+from minikafka.protocol.build import build
+from minikafka.protocol.errors import ErrorCode
+
+from ..context import RequestContext
+from .common import response_of
+from .group_common import coordinator
+
+API_KEY = ApiKey.FIND_COORDINATOR
+VERSIONS = VersionRange(0, 6)
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+
+def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
+    services = ctx.services
+    if key_type == 0:
+        groups = coordinator(ctx)
+        groups.topic.ensure()
+        leader = services.cluster.leader_of("__consumer_offsets", groups.partition_for(key))
+    elif key_type == 1:
+        n = services.config.transaction_state_log_num_partitions
+        leader = services.cluster.leader_of(TRANSACTION_STATE_TOPIC, partition_for(key, n))
+    else:
+        return {
+            "key": key,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+            "error_code": ErrorCode.invalid_request,
+            "error_message": f"unknown coordinator key type {key_type}",
+        }
+    node = services.cluster.node(leader)
+    return {
+        "key": key,
+        "node_id": node.node_id,
+        "host": node.host,
+        "port": node.port,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+    }
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    key_type = getattr(request, "key_type", 0)
+    if request.__version__ >= 4:
+        coordinators = [_lookup(ctx, key, key_type) for key in request.coordinator_keys]
+        return build(response_of(request), throttle_time=0, coordinators=coordinators)
+    entry = _lookup(ctx, request.key, key_type)
+    entry.pop("key")
+    return build(response_of(request), throttle_time=0, **entry)

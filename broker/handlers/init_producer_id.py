@@ -1,0 +1,41 @@
+"""InitProducerId: v0-5.
+
+Behavior:
+- Without a transactional id (idempotent producers): a new producer id from the persisted id
+  blocks, epoch 0. As in Kafka, a producer id/epoch given by the client (KIP-360, v3+) does not
+  keep the old id for idempotent producers; giving only one of the two is INVALID_REQUEST.
+- With a transactional id: answered by the transaction coordinator once it exists; until then the
+  request is refused with INVALID_REQUEST so transactional clients fail fast instead of retrying.
+Version notes: v6 (KIP-939 two-phase commit) is not advertised.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.protocol.api_keys import ApiKey, VersionRange
+from minikafka.protocol.build import build
+from minikafka.protocol.errors import ErrorCode
+
+from ..context import RequestContext
+from .common import response_of
+
+API_KEY = ApiKey.INIT_PRODUCER_ID
+VERSIONS = VersionRange(0, 5)
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    response = response_of(request)
+    given_id = getattr(request, "producer_id", NO_PRODUCER_ID)
+    given_epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
+    if (given_id == NO_PRODUCER_ID) != (given_epoch == NO_PRODUCER_EPOCH):
+        return build(response, error_code=ErrorCode.invalid_request, producer_id=-1, producer_epoch=-1)
+    if request.transactional_id is not None:
+        ctx.log.warning("transactions are not implemented yet", transactional_id=request.transactional_id)
+        return build(response, error_code=ErrorCode.invalid_request, producer_id=-1, producer_epoch=-1)
+    producer_id = ctx.services.producer_ids.allocate()
+    ctx.log.info("allocated producer id", producer_id=producer_id)
+    return build(response, error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=0)

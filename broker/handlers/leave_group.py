@@ -1,0 +1,45 @@
+"""LeaveGroup: v0-5.
+
+Behavior: removes the members and rebalances the rest. A static member may leave by
+group.instance.id alone (empty member id); a member id that does not match the instance's is
+FENCED_INSTANCE_ID; an unknown member is UNKNOWN_MEMBER_ID.
+Version notes: v0-2 name one member (its error is the top-level error); v3+ batch `members`
+with per-member errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.protocol.api_keys import ApiKey, VersionRange
+from minikafka.protocol.build import build
+from minikafka.protocol.errors import ErrorCode
+
+from ..context import RequestContext
+from .common import response_of
+from .group_common import coordinator, ownership_error
+
+API_KEY = ApiKey.LEAVE_GROUP
+VERSIONS = VersionRange(0, 5)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    error = ownership_error(ctx, request.group_id)
+    if error is not None:
+        return build(response_of(request), error_code=error)
+    if request.__version__ < 3:
+        top, errors = coordinator(ctx).leave_group(request.group_id, [(request.member_id, None)])
+        return build(
+            response_of(request), throttle_time=0, error_code=top if top is not ErrorCode.none else errors[0]
+        )
+    members = [(m.member_id, m.group_instance_id) for m in request.members]
+    top, errors = coordinator(ctx).leave_group(request.group_id, members)
+    return build(
+        response_of(request),
+        throttle_time=0,
+        error_code=top,
+        members=[
+            {"member_id": mid, "group_instance_id": iid, "error_code": err}
+            for (mid, iid), err in zip(members, errors, strict=True)
+        ],
+    )

@@ -1,0 +1,91 @@
+"""Metadata: v0-12.
+
+Behavior:
+- Brokers: every node of the cluster view; controller: its lowest node id.
+- Topics: all (null list, or an empty list at v0) or the ones named (by name, or by topic id at
+  v10+). An unknown topic is created when the request allows it and auto.create.topics.enable is
+  on (Kafka's default), else UNKNOWN_TOPIC_OR_PARTITION; an illegal name is INVALID_TOPIC_EXCEPTION.
+- Single replica: leader = the node the cluster view names, replicas = isr = [leader], epoch 0.
+Version notes: v13 only adds a top-level error code; not advertised yet.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from minikafka.protocol.api_keys import ApiKey, VersionRange
+from minikafka.protocol.build import ZERO_UUID, build
+from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.storage.manager import TopicMeta
+
+from ..context import RequestContext
+from .common import response_of
+
+API_KEY = ApiKey.METADATA
+VERSIONS = VersionRange(0, 12)
+
+
+def _topic_entry(ctx: RequestContext, meta: TopicMeta) -> dict[str, Any]:
+    cluster = ctx.services.cluster
+    partitions = []
+    for index in range(meta.partitions):
+        leader = cluster.leader_of(meta.name, index)
+        log = ctx.services.logs.partition(meta.name, index)
+        partitions.append({
+            "error_code": ErrorCode.none,
+            "partition_index": index,
+            "leader_id": leader,
+            "leader_epoch": log.leader_epoch if log is not None else 0,
+            "replica_nodes": (leader,),
+            "isr_nodes": (leader,),
+            "offline_replicas": (),
+        })
+    return {
+        "error_code": ErrorCode.none,
+        "name": meta.name,
+        "topic_id": meta.topic_id,
+        "is_internal": meta.internal,
+        "partitions": partitions,
+    }
+
+
+def _lookup(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None, allow_create: bool) -> dict[str, Any]:
+    logs = ctx.services.logs
+    if name is None:
+        meta = logs.topic_by_id(topic_id) if topic_id not in (None, ZERO_UUID) else None
+        if meta is None:
+            return {"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": topic_id or ZERO_UUID}
+        return _topic_entry(ctx, meta)
+    meta = logs.topic(name)
+    if meta is None and allow_create:
+        try:
+            meta = ctx.services.auto_create_topic(name)
+        except KafkaError as exc:
+            return {"error_code": exc.error_code, "name": name, "topic_id": ZERO_UUID}
+        if meta is not None:
+            ctx.log.info("auto-created topic", topic=name, partitions=meta.partitions)
+    if meta is None:
+        return {"error_code": ErrorCode.unknown_topic_or_partition, "name": name, "topic_id": ZERO_UUID}
+    return _topic_entry(ctx, meta)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    services = ctx.services
+    requested = request.topics
+    if requested is None or (request.__version__ == 0 and not requested):
+        topics = [_topic_entry(ctx, meta) for meta in services.logs.topics()]
+    else:
+        allow_create = getattr(request, "allow_auto_topic_creation", True)
+        topics = [
+            _lookup(ctx, topic.name, getattr(topic, "topic_id", None), allow_create) for topic in requested
+        ]
+    cluster = services.cluster
+    return build(
+        response_of(request),
+        throttle_time=0,
+        brokers=[{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack} for n in cluster.nodes],
+        cluster_id=cluster.cluster_id,
+        controller_id=cluster.controller_id,
+        topics=topics,
+    )

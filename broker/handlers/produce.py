@@ -1,0 +1,100 @@
+"""Produce: v3-11 accepted; v0-11 advertised.
+
+Behavior:
+- Each partition's records must be exactly one v2 record batch (Kafka's rule for v3+): none, more
+  than one, or another magic is INVALID_RECORD; a bad CRC or a torn batch is CORRUPT_MESSAGE; a
+  control batch from a client is INVALID_RECORD; a batch over max.message.bytes is MESSAGE_TOO_LARGE.
+- Batches are stored as sent: only the base offset and partition leader epoch are patched (and the
+  timestamp, for LogAppendTime topics). Records are never decoded here.
+- acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS). One replica, so acks=-1 completes at once.
+  acks=0 sends no response; as in Kafka, a failed acks=0 request closes the connection so the
+  client notices.
+- Writing to an internal topic is INVALID_TOPIC_EXCEPTION; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION
+  (auto-creation happens through Metadata, which clients send first).
+Version notes: v0-2 are advertised (librdkafka disables compression features otherwise, KAFKA-18659)
+but, as in Kafka 4, not accepted. v12+ (KIP-890 implicit partition adds) and v13 (topic ids) are not
+advertised.
+Simplifications: idempotent and transactional batches are stored without sequence checks until the
+producer-state issue lands (clients cannot obtain a producer id yet: InitProducerId is not advertised).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.protocol.api_keys import ApiKey, VersionRange
+from minikafka.protocol.build import build
+from minikafka.protocol.errors import CorruptRecord, ErrorCode, KafkaError
+from minikafka.protocol.records import MAGIC_V2, BatchHeader, is_crc_valid
+from minikafka.storage.errors import InvalidTopic
+
+from ..context import RequestContext
+from ..dispatch import CloseConnection
+from .common import error_fields, partition_log, response_of
+
+API_KEY = ApiKey.PRODUCE
+VERSIONS = VersionRange(3, 11)
+ADVERTISED_VERSIONS = VersionRange(0, 11)
+
+_MAGIC_OFFSET = 16
+
+
+class InvalidRecord(KafkaError):
+    error_code = ErrorCode.invalid_record
+
+
+def validate_batch(records: bytes | None) -> BatchHeader:
+    """The single v2 batch of a produce partition, with its header and CRC checked."""
+    if not records:
+        raise InvalidRecord("produce requests v3+ must have exactly one record batch per partition")
+    if len(records) > _MAGIC_OFFSET and records[_MAGIC_OFFSET] != MAGIC_V2:
+        raise InvalidRecord(f"record batch magic {records[_MAGIC_OFFSET]} is not allowed in produce v3+")
+    header = BatchHeader.parse(records, 0)
+    if header.size != len(records):
+        if header.size < len(records):
+            raise InvalidRecord("produce requests v3+ must have exactly one record batch per partition")
+        raise CorruptRecord("record batch is truncated")
+    if not is_crc_valid(records, 0, header):
+        raise CorruptRecord("record batch CRC mismatch")
+    if header.is_control:
+        raise InvalidRecord("clients may not write control batches")
+    if header.compression > 4:
+        raise CorruptRecord(f"unknown compression codec {header.compression}")
+    return header
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    services = ctx.services
+    acks = request.acks
+    now_ms = services.clock.now_ms()
+    failed = False
+    topics = []
+    for topic in request.topic_data:
+        results = []
+        for part in topic.partition_data:
+            result: dict[str, Any] = {"index": part.index, "base_offset": -1, "log_append_time": -1,
+                                      "log_start_offset": -1}
+            try:
+                if acks not in (-1, 0, 1):
+                    raise KafkaError("acks must be -1, 0 or 1", code=ErrorCode.invalid_required_acks)
+                log = partition_log(ctx, topic.name, part.index)
+                meta = services.logs.topic(topic.name)
+                if meta is not None and meta.internal:
+                    raise InvalidTopic(f"cannot produce to internal topic {topic.name}")
+                header = validate_batch(part.records)
+                appended = log.append(part.records, now_ms, [(0, header)])
+                services.waiters.notify((topic.name, part.index))
+                result.update(base_offset=appended.base_offset, log_append_time=appended.log_append_time,
+                              log_start_offset=appended.log_start_offset)
+            except KafkaError as exc:
+                failed = True
+                result.update(error_fields(exc))
+                ctx.log.info("produce rejected", topic=topic.name, partition=part.index,
+                             error=result["error_code"].name, reason=str(exc))
+            results.append(result)
+        topics.append({"name": topic.name, "partition_responses": results})
+    if acks == 0:
+        if failed:
+            raise CloseConnection("acks=0 produce failed")
+        return None
+    return build(response_of(request), responses=topics, throttle_time=0)

@@ -1,0 +1,47 @@
+"""SyncGroup: v0-5.
+
+Behavior:
+- Delegates to GroupCoordinator.sync_group. Followers wait until the leader's SyncGroup brings the
+  assignment (or a rebalance starts: REBALANCE_IN_PROGRESS). Stable groups answer at once with the
+  member's current assignment.
+- Errors: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS,
+  INCONSISTENT_GROUP_PROTOCOL (v5: protocol type/name must match the group's).
+Version notes: v3 adds group.instance.id; v5 adds protocol_type/protocol_name to both sides.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.protocol.api_keys import ApiKey, VersionRange
+from minikafka.protocol.build import build
+
+from ..context import RequestContext
+from .common import response_of
+from .group_common import coordinator, ownership_error
+
+API_KEY = ApiKey.SYNC_GROUP
+VERSIONS = VersionRange(0, 5)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    error = ownership_error(ctx, request.group_id)
+    if error is not None:
+        return build(response_of(request), error_code=error)
+    result = await coordinator(ctx).sync_group(
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        protocol_type=getattr(request, "protocol_type", None),
+        protocol_name=getattr(request, "protocol_name", None),
+        assignments={a.member_id: a.assignment for a in request.assignments},
+    )
+    return build(
+        response_of(request),
+        throttle_time=0,
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )

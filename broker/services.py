@@ -1,0 +1,36 @@
+"""The services a node's handlers use, wired once by the server (the composition root)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from minikafka.coordinator.group import GroupCoordinator
+from minikafka.coordinator.producer_ids import ProducerIdManager
+from minikafka.storage.clock import Clock
+from minikafka.storage.manager import LogManager, TopicMeta
+
+from .cluster import ClusterView
+from .config import BrokerConfig
+from .registry import Registry
+from .waiters import AppendWaiters
+
+
+@dataclass(slots=True)
+class BrokerServices:
+    config: BrokerConfig
+    clock: Clock
+    cluster: ClusterView
+    logs: LogManager
+    registry: Registry
+    waiters: AppendWaiters
+    groups: GroupCoordinator
+    producer_ids: ProducerIdManager
+
+    def auto_create_topic(self, name: str) -> TopicMeta | None:
+        """Create `name` with the broker defaults if auto-creation is on; None otherwise."""
+        if not self.config.auto_create_topics:
+            return None
+        existing = self.logs.topic(name)
+        if existing is not None:
+            return existing
+        return self.logs.create_topic(name, self.config.num_partitions)

@@ -1,0 +1,118 @@
+"""The `__consumer_offsets` topic as the group coordinator sees it: append record batches, replay.
+
+Goes through the storage layer's LogManager (`create_topic`, `topic`, `partition`) and
+PartitionLog (`append`, `read`, `log_start_offset`, `log_end_offset`); unit tests pass a fake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from minikafka.protocol.records import (
+    NO_PRODUCER_ID,
+    ControlType,
+    DecodedBatch,
+    Record,
+    build_batch,
+    build_control_batch,
+    decode_batch,
+    iter_batches,
+)
+
+from ..hashing import partition_for
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_READ_CHUNK = 1 << 20
+
+
+class OffsetsTopic:
+    def __init__(self, logs: Any, num_partitions: int) -> None:
+        self._logs = logs
+        self._configured_partitions = num_partitions
+
+    def exists(self) -> bool:
+        return self._logs.topic(OFFSETS_TOPIC) is not None
+
+    @property
+    def num_partitions(self) -> int:
+        meta = self._logs.topic(OFFSETS_TOPIC)
+        return meta.partitions if meta is not None else self._configured_partitions
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def ensure(self) -> None:
+        """Create the topic on first use (compacted, internal), as Kafka does."""
+        if not self.exists():
+            self._logs.create_topic(
+                OFFSETS_TOPIC,
+                self._configured_partitions,
+                {"cleanup.policy": "compact"},
+                internal=True,
+            )
+
+    def _log(self, partition: int) -> Any:
+        self.ensure()
+        log = self._logs.partition(OFFSETS_TOPIC, partition)
+        if log is None:
+            raise LookupError(f"{OFFSETS_TOPIC}-{partition} does not exist")
+        return log
+
+    def append(
+        self,
+        partition: int,
+        records: Sequence[tuple[bytes, bytes | None]],
+        now_ms: int,
+        *,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = -1,
+        transactional: bool = False,
+    ) -> int:
+        """Append (key, value) records as one uncompressed batch; returns the first record's offset."""
+        batch = build_batch(
+            [Record(key=key, value=value, timestamp=now_ms) for key, value in records],
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            transactional=transactional,
+        )
+        return int(self._log(partition).append(batch, now_ms).base_offset)
+
+    def append_marker(
+        self,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        now_ms: int,
+    ) -> int:
+        batch = build_control_batch(
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            control_type=ControlType.COMMIT if commit else ControlType.ABORT,
+            coordinator_epoch=coordinator_epoch,
+            timestamp=now_ms,
+        )
+        return int(self._log(partition).append(batch, now_ms).base_offset)
+
+    def batches(self, partition: int) -> Iterator[DecodedBatch]:
+        """Every batch of one partition, from the log start to the log end."""
+        log = self._logs.partition(OFFSETS_TOPIC, partition)
+        if log is None:
+            return
+        position = log.log_start_offset
+        end = log.log_end_offset
+        while position < end:
+            chunk = log.read(position, _READ_CHUNK).records
+            if not chunk:
+                return
+            advanced = False
+            for pos, header in iter_batches(chunk):
+                if header.next_offset <= position:
+                    continue
+                yield decode_batch(chunk, pos)
+                position = header.next_offset
+                advanced = True
+            if not advanced:
+                return

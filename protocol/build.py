@@ -1,0 +1,148 @@
+"""Version-tolerant construction of kio entities.
+
+kio has one class per API version. Handlers describe a response once, with plain Python values, and
+`build` keeps the fields the version has, converts ints to kio's typed values (timedelta,
+datetime, ErrorCode) and fills the fields the handler did not name with Kafka's zero values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import typing
+import uuid
+from functools import cache
+from typing import Any, TypeVar
+
+from kio.schema.errors import ErrorCode
+
+T = TypeVar("T")
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+ZERO_UUID = uuid.UUID(int=0)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _FieldSpec:
+    name: str
+    kafka_type: str | None
+    element: type | None  # entity class for arrays / nested entities
+    is_array: bool
+    optional: bool
+    default: Any
+
+
+def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, getattr(__import__("types"), "UnionType", None)) and type(
+        None
+    ) in args:
+        rest = [a for a in args if a is not type(None)]
+        return rest[0], True
+    return hint, False
+
+
+@cache
+def _specs(cls: type) -> tuple[_FieldSpec, ...]:
+    hints = typing.get_type_hints(cls)
+    specs = []
+    for f in dataclasses.fields(cls):
+        hint, optional = _unwrap_optional(hints[f.name])
+        is_array = typing.get_origin(hint) is tuple
+        inner = typing.get_args(hint)[0] if is_array else hint
+        element = inner if dataclasses.is_dataclass(inner) else None
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = dataclasses.MISSING
+        specs.append(
+            _FieldSpec(f.name, f.metadata.get("kafka_type"), element, is_array, optional, default)
+        )
+    return tuple(specs)
+
+
+def _zero(spec: _FieldSpec) -> Any:
+    if spec.is_array:
+        return ()
+    if spec.optional:
+        return None
+    kafka_type = spec.kafka_type
+    if kafka_type in ("int8", "int16", "int32", "int64", "uint16", "uint32", "float64"):
+        return 0
+    if kafka_type == "string":
+        return ""
+    if kafka_type in ("bytes", "records"):
+        return b""
+    if kafka_type == "bool":
+        return False
+    if kafka_type == "uuid":
+        return ZERO_UUID
+    if kafka_type == "error_code":
+        return ErrorCode.none
+    if kafka_type in ("timedelta_i32", "timedelta_i64"):
+        return datetime.timedelta(0)
+    if kafka_type == "datetime_i64":
+        return _EPOCH
+    if spec.element is not None:
+        return build(spec.element)
+    raise TypeError(f"no zero value for field {spec.name} ({kafka_type})")
+
+
+def _convert(spec: _FieldSpec, value: Any) -> Any:
+    if value is None:
+        return None
+    if spec.is_array:
+        if spec.element is not None:
+            return tuple(v if dataclasses.is_dataclass(v) else build(spec.element, **v) for v in value)
+        return tuple(value)
+    if spec.element is not None and isinstance(value, dict):
+        return build(spec.element, **value)
+    kafka_type = spec.kafka_type
+    if kafka_type == "error_code" and not isinstance(value, ErrorCode):
+        return ErrorCode(int(value))
+    if kafka_type in ("timedelta_i32", "timedelta_i64") and isinstance(value, int):
+        return datetime.timedelta(milliseconds=value)
+    if kafka_type == "datetime_i64" and isinstance(value, int):
+        return _EPOCH + datetime.timedelta(milliseconds=value)
+    return value
+
+
+def build(cls: type[T], **values: Any) -> T:
+    """Construct `cls`, ignoring fields this version lacks and zero-filling those not given.
+
+    Nested entities may be given as dicts; arrays of entities as lists of dicts.
+    """
+    kwargs = {}
+    for spec in _specs(cls):
+        if spec.name in values:
+            kwargs[spec.name] = _convert(spec, values[spec.name])
+        elif spec.default is not dataclasses.MISSING:
+            continue
+        else:
+            kwargs[spec.name] = _zero(spec)
+    return cls(**kwargs)
+
+
+def nested(cls: type, field_name: str) -> type:
+    """The entity class of `field_name` (array element or nested struct) in `cls`."""
+    for spec in _specs(cls):
+        if spec.name == field_name and spec.element is not None:
+            return spec.element
+    raise KeyError(f"{cls.__name__}.{field_name} is not an entity field")
+
+
+def has_field(cls: type, field_name: str) -> bool:
+    return any(spec.name == field_name for spec in _specs(cls))
+
+
+def ms(value: datetime.timedelta | datetime.datetime | int | None) -> int:
+    """Milliseconds of a kio timedelta/datetime field (ints pass through)."""
+    if value is None:
+        return -1
+    if isinstance(value, datetime.timedelta):
+        return value // datetime.timedelta(milliseconds=1)
+    if isinstance(value, datetime.datetime):
+        return (value - _EPOCH) // datetime.timedelta(milliseconds=1)
+    return int(value)

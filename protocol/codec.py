@@ -1,0 +1,129 @@
+"""The one boundary between Kafka bytes and kio entities.
+
+Every decode failure, whatever kio raised (its own errors, KeyError for unknown tags, ValueError for
+bad booleans, ...), leaves this module as `InvalidRequest`. Trailing bytes after a decoded request
+are an error too, because kio does not report them.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_response_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.serial import entity_reader, entity_writer
+
+from .api_keys import ApiKey
+from .errors import InvalidRequest
+
+_PEEK = struct.Struct(">hhi")
+_CORRELATION = struct.Struct(">i")
+_SIZE_AND_CORRELATION = struct.Struct(">ii")
+_EMPTY_TAGS = b"\x00"
+
+
+@dataclass(frozen=True, slots=True)
+class PeekedHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    client_id: str | None
+    body: Any
+
+
+def peek_header(frame: bytes) -> PeekedHeader:
+    """Read key, version and correlation id: enough to route or reject without decoding."""
+    if len(frame) < _PEEK.size:
+        raise InvalidRequest(f"frame of {len(frame)} bytes is shorter than a request header")
+    return PeekedHeader(*_PEEK.unpack_from(frame, 0))
+
+
+@cache
+def _request_reader(api_key: int, version: int) -> tuple[Any, Any]:
+    schema = load_request_schema(api_key, version)
+    header = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
+    return entity_reader(header), entity_reader(schema)
+
+
+def request_schema(api_key: int, version: int) -> type:
+    return load_request_schema(api_key, version)
+
+
+def decode_request(frame: bytes, api_key: int, version: int) -> Decoded:
+    """Decode header and body of a request frame; raise InvalidRequest on any failure."""
+    try:
+        read_header, read_body = _request_reader(api_key, version)
+        view = memoryview(frame)
+        header, header_size = read_header(view, 0)
+        body, body_size = read_body(view, header_size)
+    except (UnknownAPIKey, UnknownEntity) as exc:
+        raise InvalidRequest(f"no schema for api {api_key} v{version}") from exc
+    except Exception as exc:  # kio raises a mix of its own and built-in exceptions
+        raise InvalidRequest(f"undecodable api {api_key} v{version}: {exc!r}") from exc
+    if header_size + body_size != len(frame):
+        raise InvalidRequest(
+            f"{len(frame) - header_size - body_size} trailing bytes after api {api_key} v{version}"
+        )
+    return Decoded(header.client_id, body)
+
+
+@cache
+def response_class(api_key: int, version: int) -> type:
+    return load_response_schema(api_key, version)
+
+
+@cache
+def _writer(cls: type) -> Any:
+    return entity_writer(cls)
+
+
+def encode_body(body: Any) -> bytes:
+    buffer = io.BytesIO()
+    _writer(type(body))(buffer, body)
+    return buffer.getvalue()
+
+
+def encode_response(correlation_id: int, body: Any) -> bytes:
+    """Encode a whole response frame: size, response header, body.
+
+    ApiVersions always uses response header v0 (KIP-511), whatever its version, so a client that
+    does not know our flexible versions can still read the error code.
+    """
+    payload = encode_body(body)
+    flexible_header = body.__flexible__ and body.__api_key__ != ApiKey.API_VERSIONS
+    if flexible_header:
+        return _SIZE_AND_CORRELATION.pack(len(payload) + 5, correlation_id) + _EMPTY_TAGS + payload
+    return _SIZE_AND_CORRELATION.pack(len(payload) + 4, correlation_id) + payload
+
+
+def encode_request(correlation_id: int, body: Any, client_id: str | None = "minikafka") -> bytes:
+    """Encode a request frame; used by tools and tests that speak to a broker directly."""
+    header_cls = RequestHeaderV2 if body.__flexible__ else RequestHeaderV1
+    header = header_cls(
+        request_api_key=body.__api_key__,
+        request_api_version=body.__version__,
+        correlation_id=correlation_id,
+        client_id=client_id,
+    )
+    payload = encode_body(header) + encode_body(body)
+    return _CORRELATION.pack(len(payload)) + payload
+
+
+def decode_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:
+    """Decode a response frame body (without its size prefix); for tools and tests."""
+    cls = load_response_schema(api_key, version)
+    (correlation_id,) = _CORRELATION.unpack_from(frame, 0)
+    offset = 4
+    if cls.__flexible__ and api_key != ApiKey.API_VERSIONS:
+        offset += 1  # empty tagged fields of response header v1
+    body, _size = entity_reader(cls)(memoryview(frame), offset)
+    return correlation_id, body

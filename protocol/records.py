@@ -1,0 +1,422 @@
+"""Record batches v2 as bytes: parse the 61-byte header, check CRC32C, patch offsets.
+
+The broker's hot paths (produce, fetch) never look inside a batch: they validate the header and
+CRC and move the bytes. Per-record decoding (`decode_records`) exists for features that need it
+(offset-by-timestamp lookups, internal topics, tools, tests).
+
+Layout (Kafka's DefaultRecordBatch):
+    baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic int8 | crc uint32 |
+    attributes int16 | lastOffsetDelta int32 | baseTimestamp int64 | maxTimestamp int64 |
+    producerId int64 | producerEpoch int16 | baseSequence int32 | recordsCount int32 | records...
+The CRC32C covers everything from attributes to the end of the batch.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import crc32c as _crc32c
+
+from .errors import CorruptRecord, UnsupportedCompression
+
+HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted in batchLength
+MAGIC_V2 = 2
+NO_TIMESTAMP = -1
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_OFFSET = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+_CRC_OFFSET = 17
+_ATTRIBUTES_OFFSET = 21
+_MAX_TIMESTAMP_OFFSET = 35
+_LEADER_EPOCH_OFFSET = 12
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+
+
+class Compression(IntEnum):
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+class ControlType(IntEnum):
+    ABORT = 0
+    COMMIT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies, including the 12-byte log overhead."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG)
+
+    @property
+    def log_append_time(self) -> bool:
+        return bool(self.attributes & TIMESTAMP_TYPE_MASK)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+    @classmethod
+    def parse(cls, buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+        """Parse the header at `pos`; raise CorruptRecord if it cannot be a whole v2 batch."""
+        header = cls.parse_header_only(buf, pos)
+        available = len(buf) - pos
+        if header.size > available:
+            raise CorruptRecord(f"batch of {header.size} bytes but only {available} left")
+        return header
+
+    @classmethod
+    def parse_header_only(cls, buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+        """Parse and sanity-check the 61 header bytes at `pos`, whatever follows them."""
+        available = len(buf) - pos
+        if available < HEADER_SIZE:
+            if available >= 17 and buf[pos + 16] != MAGIC_V2:
+                raise CorruptRecord(f"record batch magic {buf[pos + 16]} is not supported (only v2)")
+            raise CorruptRecord(f"{available} bytes left, less than a batch header")
+        header = cls(*_HEADER.unpack_from(buf, pos))
+        if header.magic != MAGIC_V2:
+            raise CorruptRecord(f"record batch magic {header.magic} is not supported (only v2)")
+        if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+            raise CorruptRecord(f"batch length {header.batch_length} is shorter than a header")
+        if header.last_offset_delta < 0 or header.records_count < 0:
+            raise CorruptRecord("negative record count or offset delta")
+        return header
+
+
+def crc_of(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> int:
+    view = memoryview(buf)[pos + _ATTRIBUTES_OFFSET : pos + header.size]
+    return _crc32c.crc32c(view)
+
+
+def is_crc_valid(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bool:
+    return crc_of(buf, pos, header) == header.crc
+
+
+def iter_batches(buf: bytes | bytearray | memoryview, *, check_crc: bool = True) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield (position, header) for each batch in `buf`; raise CorruptRecord on any defect."""
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        header = BatchHeader.parse(buf, pos)
+        if check_crc and not is_crc_valid(buf, pos, header):
+            raise CorruptRecord(f"CRC mismatch in batch at byte {pos}")
+        yield pos, header
+        pos += header.size
+
+
+def valid_prefix_length(buf: bytes | bytearray | memoryview) -> int:
+    """Length of the longest prefix of `buf` made of whole, CRC-valid batches (crash recovery)."""
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        try:
+            header = BatchHeader.parse(buf, pos)
+        except CorruptRecord:
+            break
+        if not is_crc_valid(buf, pos, header):
+            break
+        pos += header.size
+    return pos
+
+
+def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    _OFFSET.pack_into(buf, pos, base_offset)
+
+
+def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
+    _INT32.pack_into(buf, pos + _LEADER_EPOCH_OFFSET, epoch)
+
+
+def set_log_append_time(buf: bytearray | memoryview, pos: int, header: BatchHeader, timestamp_ms: int) -> None:
+    """Switch the batch to LogAppendTime with `timestamp_ms`, recomputing the CRC as Kafka does."""
+    struct.pack_into(">h", buf, pos + _ATTRIBUTES_OFFSET, header.attributes | TIMESTAMP_TYPE_MASK)
+    _INT64.pack_into(buf, pos + _MAX_TIMESTAMP_OFFSET, timestamp_ms)
+    crc = _crc32c.crc32c(memoryview(buf)[pos + _ATTRIBUTES_OFFSET : pos + header.size])
+    struct.pack_into(">I", buf, pos + _CRC_OFFSET, crc)
+
+
+# --- per-record encoding (not used on the hot path) -------------------------------------------
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    value = (value << 1) ^ (value >> 63)  # zigzag over 64 bits covers both varint and varlong
+    value &= 0xFFFFFFFFFFFFFFFF
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    shift = 0
+    result = 0
+    while True:
+        if pos >= len(buf):
+            raise CorruptRecord("varint runs past the end of the records")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise CorruptRecord("varint is too long")
+    return (result >> 1) ^ -(result & 1), pos
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes | None]] = ()
+    timestamp: int = NO_TIMESTAMP
+    offset: int = -1
+    attributes: int = 0
+
+
+def _encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, record: Record) -> None:
+    body = bytearray()
+    body.append(0)  # record attributes, unused
+    _write_varint(body, timestamp_delta)
+    _write_varint(body, offset_delta)
+    for blob in (record.key, record.value):
+        if blob is None:
+            _write_varint(body, -1)
+        else:
+            _write_varint(body, len(blob))
+            body += blob
+    _write_varint(body, len(record.headers))
+    for name, value in record.headers:
+        encoded = name.encode()
+        _write_varint(body, len(encoded))
+        body += encoded
+        if value is None:
+            _write_varint(body, -1)
+        else:
+            _write_varint(body, len(value))
+            body += value
+    _write_varint(out, len(body))
+    out += body
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    import cramjam
+
+    if codec == Compression.NONE:
+        return data
+    if codec == Compression.GZIP:
+        return gzip.compress(data)
+    if codec == Compression.SNAPPY:
+        return bytes(cramjam.snappy.compress_raw(data))
+    if codec == Compression.LZ4:
+        return bytes(cramjam.lz4.compress(data))
+    if codec == Compression.ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise UnsupportedCompression(f"compression codec {codec}")
+
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+
+def decompress(codec: int, data: bytes | memoryview) -> bytes:
+    import cramjam
+
+    data = bytes(data)
+    if codec == Compression.NONE:
+        return data
+    try:
+        if codec == Compression.GZIP:
+            return gzip.decompress(data)
+        if codec == Compression.SNAPPY:
+            if data.startswith(_XERIAL_MAGIC):  # Java clients frame snappy the xerial way
+                out = bytearray()
+                pos = 16
+                while pos < len(data):
+                    (length,) = _INT32.unpack_from(data, pos)
+                    out += bytes(cramjam.snappy.decompress_raw(data[pos + 4 : pos + 4 + length]))
+                    pos += 4 + length
+                return bytes(out)
+            return bytes(cramjam.snappy.decompress_raw(data))
+        if codec == Compression.LZ4:
+            return bytes(cramjam.lz4.decompress(data))
+        if codec == Compression.ZSTD:
+            return bytes(cramjam.zstd.decompress(data))
+    except Exception as exc:
+        raise CorruptRecord(f"cannot decompress codec {codec}: {exc}") from exc
+    raise UnsupportedCompression(f"compression codec {codec}")
+
+
+def build_batch(
+    records: Sequence[Record],
+    *,
+    base_offset: int = 0,
+    base_timestamp: int | None = None,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+    compression: int = Compression.NONE,
+    transactional: bool = False,
+    control: bool = False,
+    partition_leader_epoch: int = -1,
+    log_append_time: bool = False,
+) -> bytes:
+    """Encode a v2 record batch; record offsets are their index unless Record.offset says otherwise."""
+    if not records:
+        raise ValueError("a record batch holds at least one record")
+    timestamps = [r.timestamp for r in records]
+    first_ts = base_timestamp if base_timestamp is not None else timestamps[0]
+    max_ts = max(timestamps)
+    body = bytearray()
+    last_delta = 0
+    for index, record in enumerate(records):
+        delta = record.offset - base_offset if record.offset >= 0 else index
+        last_delta = max(last_delta, delta)
+        _encode_record(body, delta, record.timestamp - first_ts, record)
+    payload = compress(compression, bytes(body))
+    attributes = (compression & COMPRESSION_MASK) | (TIMESTAMP_TYPE_MASK if log_append_time else 0)
+    if transactional:
+        attributes |= TRANSACTIONAL_FLAG
+    if control:
+        attributes |= CONTROL_FLAG
+    tail = struct.pack(
+        ">hiqqqhii", attributes, last_delta, first_ts, max_ts, producer_id, producer_epoch, base_sequence, len(records)
+    ) + payload
+    crc = _crc32c.crc32c(tail)
+    batch_length = 4 + 1 + 4 + len(tail)
+    return struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, MAGIC_V2, crc) + tail
+
+
+def build_control_batch(
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    control_type: ControlType,
+    coordinator_epoch: int,
+    timestamp: int,
+    base_offset: int = 0,
+) -> bytes:
+    """A transaction marker: key = version 0 + type, value = version 0 + coordinator epoch."""
+    key = struct.pack(">hh", 0, int(control_type))
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    return build_batch(
+        [Record(key=key, value=value, timestamp=timestamp)],
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        transactional=True,
+        control=True,
+    )
+
+
+@dataclass(slots=True)
+class DecodedBatch:
+    header: BatchHeader
+    records: list[Record] = field(default_factory=list)
+
+
+def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> DecodedBatch:
+    """Decode every record of the batch at `pos` (decompressing if needed)."""
+    header = BatchHeader.parse(buf, pos)
+    payload = decompress(header.compression, memoryview(buf)[pos + HEADER_SIZE : pos + header.size])
+    view = memoryview(payload)
+    records: list[Record] = []
+    cursor = 0
+    for _ in range(header.records_count):
+        length, cursor = _read_varint(view, cursor)
+        end = cursor + length
+        if length < 0 or end > len(view):
+            raise CorruptRecord("record length runs past the end of the batch")
+        cursor += 1  # attributes
+        ts_delta, cursor = _read_varint(view, cursor)
+        offset_delta, cursor = _read_varint(view, cursor)
+        blobs: list[bytes | None] = []
+        for _blob in range(2):
+            size, cursor = _read_varint(view, cursor)
+            if size < 0:
+                blobs.append(None)
+            else:
+                blobs.append(bytes(view[cursor : cursor + size]))
+                cursor += size
+        header_count, cursor = _read_varint(view, cursor)
+        headers: list[tuple[str, bytes | None]] = []
+        for _h in range(header_count):
+            size, cursor = _read_varint(view, cursor)
+            name = bytes(view[cursor : cursor + size]).decode("utf-8", "replace")
+            cursor += size
+            size, cursor = _read_varint(view, cursor)
+            value = None if size < 0 else bytes(view[cursor : cursor + size])
+            cursor += max(size, 0)
+            headers.append((name, value))
+        if cursor != end:
+            raise CorruptRecord("record length does not match its fields")
+        timestamp = header.max_timestamp if header.log_append_time else header.base_timestamp + ts_delta
+        records.append(Record(blobs[0], blobs[1], tuple(headers), timestamp, header.base_offset + offset_delta))
+    return DecodedBatch(header, records)
+
+
+def decode_all(buf: bytes | bytearray | memoryview) -> list[DecodedBatch]:
+    return [decode_batch(buf, pos) for pos, _ in iter_batches(buf)]
+
+
+def parse_control_record(record: Record) -> tuple[ControlType, int]:
+    """(type, coordinator epoch) of a transaction marker record."""
+    if record.key is None or len(record.key) < 4:
+        raise CorruptRecord("control record without a key")
+    _version, control_type = struct.unpack_from(">hh", record.key)
+    coordinator_epoch = -1
+    if record.value is not None and len(record.value) >= 6:
+        coordinator_epoch = struct.unpack_from(">i", record.value, 2)[0]
+    return ControlType(control_type), coordinator_epoch

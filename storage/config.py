@@ -1,0 +1,165 @@
+"""Topic-level log configuration: Kafka's keys, defaults, broker synonyms and validation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
+
+from .errors import InvalidConfig
+
+LONG_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    segment_jitter_ms: int = 0
+    retention_ms: int = 604800000
+    retention_bytes: int = -1
+    index_interval_bytes: int = 4096
+    segment_index_bytes: int = 10485760
+    max_message_bytes: int = 1048588
+    message_timestamp_type: str = "CreateTime"
+    cleanup_policy: str = "delete"
+    file_delete_delay_ms: int = 60000
+    min_insync_replicas: int = 1
+    compression_type: str = "producer"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    name: str
+    type: str  # Kafka ConfigDef type names: int, long, boolean, string, list, double
+    default: str
+    broker_synonym: str | None
+    field: str | None  # LogConfig attribute it sets, if minikafka acts on it
+    doc: str
+    check: Callable[[str], bool] | None = None
+
+
+def _one_of(*allowed: str) -> Callable[[str], bool]:
+    return lambda value: all(part.strip() in allowed for part in value.split(",") if part.strip())
+
+
+def _at_least(minimum: int) -> Callable[[str], bool]:
+    return lambda value: int(value) >= minimum
+
+
+_DEFS = [
+    ConfigDef("cleanup.policy", "list", "delete", "log.cleanup.policy", "cleanup_policy",
+              "delete and/or compact (compaction is not performed yet)", _one_of("delete", "compact")),
+    ConfigDef("compression.type", "string", "producer", "compression.type", "compression_type",
+              "Final compression type; minikafka keeps batches as the producer sent them",
+              _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    ConfigDef("delete.retention.ms", "long", "86400000", "log.cleaner.delete.retention.ms", None,
+              "How long tombstones are kept by compaction", _at_least(0)),
+    ConfigDef("file.delete.delay.ms", "long", "60000", "log.segment.delete.delay.ms", "file_delete_delay_ms",
+              "Delay before deleting a file from the filesystem", _at_least(0)),
+    ConfigDef("flush.messages", "long", str(LONG_MAX), "log.flush.interval.messages", None,
+              "Messages between forced fsyncs", _at_least(1)),
+    ConfigDef("flush.ms", "long", str(LONG_MAX), "log.flush.interval.ms", None,
+              "Time between forced fsyncs", _at_least(0)),
+    ConfigDef("index.interval.bytes", "int", "4096", "log.index.interval.bytes", "index_interval_bytes",
+              "Bytes between offset index entries", _at_least(0)),
+    ConfigDef("max.compaction.lag.ms", "long", str(LONG_MAX), "log.cleaner.max.compaction.lag.ms", None,
+              "Maximum time a message stays ineligible for compaction", _at_least(1)),
+    ConfigDef("max.message.bytes", "int", "1048588", "message.max.bytes", "max_message_bytes",
+              "Largest record batch size allowed", _at_least(0)),
+    ConfigDef("message.timestamp.type", "string", "CreateTime", "log.message.timestamp.type",
+              "message_timestamp_type", "CreateTime or LogAppendTime", _one_of("CreateTime", "LogAppendTime")),
+    ConfigDef("message.timestamp.after.max.ms", "long", "3600000", "log.message.timestamp.after.max.ms", None,
+              "Allowed timestamp lead over the broker clock (not enforced)", _at_least(0)),
+    ConfigDef("message.timestamp.before.max.ms", "long", str(LONG_MAX), "log.message.timestamp.before.max.ms",
+              None, "Allowed timestamp lag behind the broker clock (not enforced)", _at_least(0)),
+    ConfigDef("min.cleanable.dirty.ratio", "double", "0.5", "log.cleaner.min.cleanable.ratio", None,
+              "Dirty ratio that triggers compaction", lambda v: 0 <= float(v) <= 1),
+    ConfigDef("min.compaction.lag.ms", "long", "0", "log.cleaner.min.compaction.lag.ms", None,
+              "Minimum time a message stays uncompacted", _at_least(0)),
+    ConfigDef("min.insync.replicas", "int", "1", "min.insync.replicas", "min_insync_replicas",
+              "Minimum in-sync replicas for acks=all", _at_least(1)),
+    ConfigDef("preallocate", "boolean", "false", "log.preallocate", None, "Preallocate segment files"),
+    ConfigDef("retention.bytes", "long", "-1", "log.retention.bytes", "retention_bytes",
+              "Largest size of a partition before old segments are deleted; -1 = unlimited", _at_least(-1)),
+    ConfigDef("retention.ms", "long", "604800000", "log.retention.ms", "retention_ms",
+              "Age after which old segments are deleted; -1 = unlimited", _at_least(-1)),
+    ConfigDef("segment.bytes", "int", "1073741824", "log.segment.bytes", "segment_bytes",
+              "Segment file size before a roll", _at_least(14)),
+    ConfigDef("segment.index.bytes", "int", "10485760", "log.index.size.max.bytes", "segment_index_bytes",
+              "Largest offset index size", _at_least(8)),
+    ConfigDef("segment.jitter.ms", "long", "0", "log.roll.jitter.ms", "segment_jitter_ms",
+              "Random jitter subtracted from segment.ms", _at_least(0)),
+    ConfigDef("segment.ms", "long", "604800000", "log.roll.ms", "segment_ms",
+              "Time before a segment rolls even if not full", _at_least(1)),
+    ConfigDef("unclean.leader.election.enable", "boolean", "false", "unclean.leader.election.enable", None,
+              "Single node: no effect"),
+]
+
+TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
+
+# Broker keys that set topic defaults, beyond each topic config's own synonym.
+_EXTRA_BROKER_KEYS = {
+    "log.retention.hours", "log.retention.minutes", "log.roll.hours", "log.roll.jitter.hours",
+    "log.retention.check.interval.ms", "log.dirs", "log.dir", "log.flush.offset.checkpoint.interval.ms",
+}
+BROKER_LOG_KEYS = frozenset({d.broker_synonym for d in _DEFS if d.broker_synonym} | _EXTRA_BROKER_KEYS)
+
+
+def _convert(definition: ConfigDef, value: str) -> object:
+    value = value.strip()
+    try:
+        if definition.type in ("int", "long"):
+            converted: object = int(value)
+        elif definition.type == "double":
+            converted = float(value)
+        elif definition.type == "boolean":
+            if value.lower() not in ("true", "false"):
+                raise ValueError(value)
+            converted = value.lower() == "true"
+        else:
+            converted = value
+        if definition.check is not None and not definition.check(value):
+            raise ValueError(value)
+    except ValueError:
+        raise InvalidConfig(f"invalid value {value!r} for configuration {definition.name}") from None
+    return converted
+
+
+def resolve_log_config(defaults: LogConfig, overrides: Mapping[str, str]) -> LogConfig:
+    """Apply topic-level overrides to the broker defaults; unknown keys and bad values raise."""
+    changes: dict[str, object] = {}
+    for key, value in overrides.items():
+        definition = TOPIC_CONFIGS.get(key)
+        if definition is None:
+            raise InvalidConfig(f"unknown topic config {key}")
+        converted = _convert(definition, value)
+        if definition.field is not None:
+            changes[definition.field] = converted
+    return replace(defaults, **changes) if changes else defaults
+
+
+def log_config_from_broker_properties(props: Mapping[str, str]) -> LogConfig:
+    """Broker defaults for topics from server.properties keys, with Kafka's precedence rules."""
+    changes: dict[str, object] = {}
+    for definition in _DEFS:
+        key = definition.broker_synonym
+        if key and key in props and definition.field is not None:
+            changes[definition.field] = _convert(replace(definition, name=key), props[key])
+
+    def first(*candidates: tuple[str, int]) -> int | None:
+        for key, scale in candidates:
+            if key in props:
+                try:
+                    return int(props[key]) * scale
+                except ValueError:
+                    raise InvalidConfig(f"invalid value {props[key]!r} for configuration {key}") from None
+        return None
+
+    retention = first(("log.retention.ms", 1), ("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000))
+    if retention is not None:
+        changes["retention_ms"] = -1 if retention < 0 else retention
+    roll = first(("log.roll.ms", 1), ("log.roll.hours", 3_600_000))
+    if roll is not None:
+        changes["segment_ms"] = roll
+    known = {f.name for f in fields(LogConfig)}
+    return replace(LogConfig(), **{k: v for k, v in changes.items() if k in known})

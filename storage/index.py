@@ -1,0 +1,148 @@
+"""Sparse offset and time indexes with Kafka's entry layouts.
+
+`.index`: 8-byte entries (int32 offset relative to the segment base, int32 file position).
+`.timeindex`: 12-byte entries (int64 timestamp, int32 relative offset).
+Kafka preallocates both files to segment.index.bytes and trims them on roll; minikafka appends
+entries instead, so the files hold exactly the entries (the same bytes Kafka's trimmed files hold).
+Entries are kept in memory too: lookups are a bisect, never a file read.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from pathlib import Path
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+class _AppendOnlyIndex:
+    entry: struct.Struct
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = -1
+
+    def _open(self) -> int:
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        return self._fd
+
+    def _write(self, data: bytes) -> None:
+        os.write(self._open(), data)
+
+    def _read_entries(self) -> list[tuple[int, int]] | None:
+        """Entries of the file, or None if it is missing or not a whole number of entries."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        if len(data) % self.entry.size:
+            return None
+        return [self.entry.unpack_from(data, pos) for pos in range(0, len(data), self.entry.size)]
+
+    def reset(self) -> None:
+        self.close()
+        with open(self.path, "wb"):
+            pass
+
+    def flush(self) -> None:
+        if self._fd >= 0:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+class OffsetIndex(_AppendOnlyIndex):
+    entry = _OFFSET_ENTRY
+
+    def __init__(self, path: Path, base_offset: int) -> None:
+        super().__init__(path)
+        self.base_offset = base_offset
+        self.offsets: list[int] = []  # absolute offsets
+        self.positions: list[int] = []
+
+    def load(self, segment_size: int) -> bool:
+        """Load entries; False if the file is missing or fails Kafka's sanity checks."""
+        entries = self._read_entries()
+        if entries is None:
+            return False
+        last_rel, last_pos = -1, -1
+        for rel, pos in entries:
+            if rel <= last_rel or pos < last_pos or pos >= max(segment_size, 1) or rel < 0:
+                return False
+            last_rel, last_pos = rel, pos
+        self.offsets = [self.base_offset + rel for rel, _ in entries]
+        self.positions = [pos for _, pos in entries]
+        return True
+
+    def append(self, offset: int, position: int) -> None:
+        if self.offsets and offset <= self.offsets[-1]:
+            return
+        self.offsets.append(offset)
+        self.positions.append(position)
+        self._write(_OFFSET_ENTRY.pack(offset - self.base_offset, position))
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the last entry at or below `offset`, or (base, 0)."""
+        index = bisect.bisect_right(self.offsets, offset) - 1
+        if index < 0:
+            return self.base_offset, 0
+        return self.offsets[index], self.positions[index]
+
+    def reset(self) -> None:
+        super().reset()
+        self.offsets, self.positions = [], []
+
+    @property
+    def last_position(self) -> int:
+        return self.positions[-1] if self.positions else 0
+
+
+class TimeIndex(_AppendOnlyIndex):
+    entry = _TIME_ENTRY
+
+    def __init__(self, path: Path, base_offset: int) -> None:
+        super().__init__(path)
+        self.base_offset = base_offset
+        self.timestamps: list[int] = []
+        self.offsets: list[int] = []
+
+    def load(self) -> bool:
+        entries = self._read_entries()
+        if entries is None:
+            return False
+        last_ts, last_rel = -(2**63), -1
+        for ts, rel in entries:
+            if ts < last_ts or rel < last_rel or rel < 0:
+                return False
+            last_ts, last_rel = ts, rel
+        self.timestamps = [ts for ts, _ in entries]
+        self.offsets = [self.base_offset + rel for _, rel in entries]
+        return True
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Record (max timestamp so far, offset) when the timestamp grows, as Kafka does."""
+        if self.timestamps and timestamp <= self.timestamps[-1]:
+            return
+        self.timestamps.append(timestamp)
+        self.offsets.append(offset)
+        self._write(_TIME_ENTRY.pack(timestamp, offset - self.base_offset))
+
+    def lookup(self, timestamp: int) -> int:
+        """Offset of the last entry whose timestamp is below `timestamp` (a safe scan start)."""
+        index = bisect.bisect_left(self.timestamps, timestamp) - 1
+        return self.offsets[index] if index >= 0 else self.base_offset
+
+    def reset(self) -> None:
+        super().reset()
+        self.timestamps, self.offsets = [], []

@@ -1,0 +1,308 @@
+"""PartitionLog: the segments of one partition, with offsets, roll, retention and producer state.
+
+Appends follow Kafka's order (UnifiedLog.append): validate everything (sizes, producer epochs and
+sequences) against copies, then assign offsets, write, and only then update producer state and the
+high watermark. Nothing awaits in between: the event loop is the partition's lock.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from pathlib import Path
+
+from minikafka.protocol.records import (
+    BatchHeader,
+    iter_batches,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+
+from .config import LogConfig
+from .errors import OffsetOutOfRange, RecordTooLarge
+from .producer_state import ProducerAppendInfo, ProducerStateManager
+from .segment import LOG_SUFFIX, LogSegment
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time: int
+    log_start_offset: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class PartitionLog:
+    def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig, now_ms: int) -> None:
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.leader_epoch = 0
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.producer_state = ProducerStateManager(directory)
+        self._now_ms = now_ms
+
+    # --- opening -------------------------------------------------------------------------
+
+    def open(self, *, recovery_point: int, log_start_offset: int, clean: bool) -> int:
+        """Open every segment; recover those at/after the recovery point unless shut down cleanly.
+
+        A segment with a torn or corrupt tail is truncated and every later segment is dropped,
+        so the log stays a gap-free prefix. Returns the number of bytes truncated.
+        """
+        self.dir.mkdir(parents=True, exist_ok=True)
+        bases = sorted(int(p.name[: -len(LOG_SUFFIX)]) for p in self.dir.glob(f"*{LOG_SUFFIX}")
+                       if p.name[: -len(LOG_SUFFIX)].isdigit())
+        truncated = 0
+        for position, base in enumerate(bases):
+            segment = LogSegment(self.dir, base, self.config.index_interval_bytes, self._now_ms)
+            next_base = bases[position + 1] if position + 1 < len(bases) else None
+            must_recover = not clean and (next_base is None or next_base > recovery_point)
+            truncated += segment.load(recover=must_recover)
+            self.segments.append(segment)
+            if truncated and next_base is not None:
+                for later in bases[position + 1 :]:
+                    LogSegment(self.dir, later, self.config.index_interval_bytes, self._now_ms).delete()
+                break
+        if not self.segments:
+            self.segments.append(LogSegment(self.dir, max(log_start_offset, 0), self.config.index_interval_bytes,
+                                            self._now_ms))
+        self._bases = [s.base_offset for s in self.segments]
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        self._load_producer_state()
+        return truncated
+
+    def _load_producer_state(self) -> None:
+        """Newest snapshot at or below the log end, then replay the batches after it (Kafka's order)."""
+        state = self.producer_state
+        end = self.log_end_offset
+        state.delete_snapshots_above(end)
+        loaded = state.load_latest_snapshot(end)
+        start = loaded if loaded is not None else self.log_start_offset
+        for segment in self.segments:
+            if segment.next_offset <= start:
+                continue
+            for _pos, header in segment.iter_headers():
+                if header.last_offset < start or header.producer_id < 0 or header.is_control:
+                    continue
+                info = state.prepare_update(header.producer_id, validate=False)
+                info.append_data_batch(header.producer_epoch, header.base_sequence, header.last_sequence,
+                                       header.max_timestamp, header.base_offset, header.last_offset,
+                                       header.is_transactional)
+                state.update(info)
+
+    # --- offsets -------------------------------------------------------------------------
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.active.next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.active.next_offset  # one replica: everything written is replicated
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.high_watermark  # no open transactions until the transaction issue lands
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        for segment in self.segments:
+            segment.index_interval_bytes = config.index_interval_bytes
+
+    # --- appending -----------------------------------------------------------------------
+
+    def append(self, records: bytes | bytearray, now_ms: int,
+               batches: list[tuple[int, BatchHeader]] | None = None) -> AppendResult:
+        """Append producer batches (already CRC-checked): validate, assign offsets, write."""
+        if batches is None:
+            batches = list(iter_batches(records, check_crc=False))
+        for _pos, header in batches:
+            if header.size > self.config.max_message_bytes:
+                raise RecordTooLarge(
+                    f"batch of {header.size} bytes exceeds max.message.bytes={self.config.max_message_bytes}")
+        updates: dict[int, ProducerAppendInfo] = {}
+        next_offset = self.log_end_offset
+        for _pos, header in batches:
+            if header.producer_id < 0:
+                continue
+            entry = self.producer_state.last_entry(header.producer_id)
+            duplicate = entry.find_duplicate(header.producer_epoch, header.base_sequence,
+                                             header.last_sequence) if entry else None
+            if duplicate is not None and len(batches) == 1:
+                return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, self.log_start_offset,
+                                    duplicate=True)
+            info = updates.get(header.producer_id) or self.producer_state.prepare_update(header.producer_id)
+            count = header.last_offset_delta + 1
+            info.append_data_batch(header.producer_epoch, header.base_sequence, header.last_sequence,
+                                   header.max_timestamp, next_offset, next_offset + count - 1,
+                                   header.is_transactional)
+            updates[header.producer_id] = info
+            next_offset += count
+        return self._write(records, batches, now_ms, updates)
+
+    def _write(self, records: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int,
+               updates: dict[int, ProducerAppendInfo]) -> AppendResult:
+        data = bytearray(records)
+        base = self.log_end_offset
+        offset = base
+        append_time = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
+        assigned: list[tuple[int, BatchHeader]] = []
+        for pos, header in batches:
+            set_base_offset(data, pos, offset)
+            set_partition_leader_epoch(data, pos, self.leader_epoch)
+            if append_time >= 0:
+                set_log_append_time(data, pos, header, append_time)
+            assigned.append((pos, BatchHeader.parse_header_only(data, pos)))
+            offset += header.last_offset_delta + 1
+        self._maybe_roll(len(data), assigned[0][1] if assigned else None, now_ms)
+        self.active.append(data, assigned)
+        for info in updates.values():
+            self.producer_state.update(info)
+        return AppendResult(base, offset - 1, append_time, self.log_start_offset)
+
+    def _maybe_roll(self, incoming: int, first: BatchHeader | None, now_ms: int) -> None:
+        """Kafka's LogSegment.shouldRoll: full by size, or older than segment.ms by its first batch."""
+        active = self.active
+        if active.size == 0:
+            return
+        too_big = active.size + incoming > self.config.segment_bytes
+        basis = active.rolling_timestamp if active.rolling_timestamp is not None else active.created_ms
+        too_old = now_ms - basis > self.config.segment_ms - self.config.segment_jitter_ms
+        if too_big or too_old:
+            self.roll(now_ms)
+
+    def roll(self, now_ms: int) -> None:
+        active = self.active
+        if active.size == 0:
+            return
+        active.seal()
+        new_base = active.next_offset
+        self.producer_state.take_snapshot(new_base)
+        self.segments.append(LogSegment(self.dir, new_base, self.config.index_interval_bytes, now_ms))
+        self._bases.append(new_base)
+
+    # --- reading -------------------------------------------------------------------------
+
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
+
+    def read(self, offset: int, max_bytes: int, *, upper_bound: int | None = None,
+             min_one_batch: bool = True) -> ReadResult:
+        """Batches from the one holding `offset`, at most `max_bytes` (a whole first batch if
+        `min_one_batch`), never at or past `upper_bound`. Like Kafka, the last batch of a slice may
+        be cut short; clients discard a partial trailing batch. Reads stay within one segment."""
+        end = self.log_end_offset
+        if offset < self.log_start_offset or offset > end:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside [{self.log_start_offset}, {end}] of {self.topic}-{self.partition}")
+        bound = end if upper_bound is None else min(upper_bound, end)
+        records = b""
+        index = self._segment_index(offset)
+        while offset < bound and index < len(self.segments):
+            segment = self.segments[index]
+            found = segment.find(offset)
+            if found is None:
+                index += 1
+                continue
+            position, header = found
+            if header.base_offset >= bound:
+                break
+            limit = segment.size if bound >= segment.next_offset else segment.position_of(bound)
+            length = min(max_bytes, limit - position)
+            if min_one_batch and header.size > length:
+                length = header.size
+            if length > 0:
+                records = segment.read(position, length)
+            break
+        return ReadResult(records, self.high_watermark, self.log_start_offset, end)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        for segment in self.segments:
+            if segment.max_timestamp < timestamp_ms:
+                continue
+            found = segment.find_timestamp(timestamp_ms)
+            if found is not None and found[0] >= self.log_start_offset:
+                return found
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int]:
+        best = max(self.segments, key=lambda s: s.max_timestamp)
+        found = best.record_with_max_timestamp()
+        return found if found is not None else (-1, -1)
+
+    # --- deleting ------------------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        if offset > self.high_watermark or offset < 0:
+            raise OffsetOutOfRange(f"offset {offset} is above the high watermark {self.high_watermark}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._delete_segments_below_start()
+        return self.log_start_offset
+
+    def _delete_segments_below_start(self) -> None:
+        while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
+            self._delete_oldest()
+
+    def _delete_oldest(self) -> None:
+        segment = self.segments.pop(0)
+        self._bases.pop(0)
+        segment.delete()
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete whole non-active segments past retention.ms or beyond retention.bytes."""
+        deleted = 0
+        config = self.config
+        while len(self.segments) > 1:
+            oldest = self.segments[0]
+            expired = config.retention_ms >= 0 and now_ms - oldest.largest_timestamp() > config.retention_ms
+            oversized = config.retention_bytes >= 0 and self.size_bytes - oldest.size >= config.retention_bytes
+            if not (expired or oversized):
+                break
+            self._delete_oldest()
+            deleted += 1
+        if deleted:
+            self.producer_state.truncate_and_reload(self.log_start_offset, self.log_end_offset)
+        return deleted
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def flush(self) -> None:
+        self.active.flush()
+
+    def close(self, clean: bool = True) -> None:
+        if clean:
+            self.active.seal()
+            self.producer_state.take_snapshot(self.log_end_offset)
+            self.active.flush()
+        for segment in self.segments:
+            segment.close()
+
+    def delete(self) -> None:
+        for segment in self.segments:
+            segment.delete()
+        self.segments = []

@@ -1,0 +1,252 @@
+"""Per-partition producer state: idempotent sequence checks, de-duplication, snapshots.
+
+Follows Kafka's ProducerStateManager / ProducerAppendInfo / ProducerStateEntry:
+- per producer id: the epoch and the metadata of its last 5 batches (the de-duplication window);
+- `prepare_update` hands out a `ProducerAppendInfo` that validates a batch against a *copy* of the
+  entry, so nothing changes until `update` is called after the batch is written (validate before
+  mutating);
+- a new epoch must start at sequence 0, unless the producer has no epoch at all (its state expired
+  or was removed with the segments that held it: KIP-360 accepts any sequence then);
+- sequences wrap from Int32 max to 0.
+Snapshots are Kafka's `<offset>.snapshot` files: int16 version 1, uint32 CRC32C over the rest,
+int32 count, then per producer 8 fields (pid, epoch, last seq, last offset, offset delta, timestamp,
+coordinator epoch, current txn first offset). Only the last batch of each producer is persisted, as
+in Kafka, so after a restart the de-duplication window is one batch until new appends refill it.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import crc32c as _crc32c
+from minikafka.protocol.errors import ErrorCode, KafkaError
+
+NO_EPOCH = -1
+NO_SEQUENCE = -1
+NUM_BATCHES_TO_RETAIN = 5
+INT32_MAX = 2**31 - 1
+
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+_SNAPSHOT_HEAD = struct.Struct(">hIi")
+_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+
+
+class OutOfOrderSequence(KafkaError):
+    error_code = ErrorCode.out_of_order_sequence_number
+
+
+class InvalidProducerEpoch(KafkaError):
+    error_code = ErrorCode.invalid_producer_epoch
+
+
+class ProducerFenced(KafkaError):
+    error_code = ErrorCode.producer_fenced
+
+
+class CorruptSnapshot(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    producer_id: int
+    epoch: int = NO_EPOCH
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    coordinator_epoch: int = -1
+    last_timestamp: int = -1
+    current_txn_first_offset: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def copy(self) -> ProducerStateEntry:
+        return replace(self, batches=deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN))
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.epoch:
+            return None
+        for batch in self.batches:
+            if batch.first_seq == first_seq and batch.last_seq == last_seq:
+                return batch
+        return None
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class ProducerAppendInfo:
+    """Validates appends of one producer against a copy of its entry; applied by `update`."""
+
+    def __init__(self, producer_id: int, current: ProducerStateEntry | None, *, validate: bool = True) -> None:
+        self.producer_id = producer_id
+        self._current = current
+        self.entry = current.copy() if current is not None else ProducerStateEntry(producer_id)
+        self._validate = validate
+
+    def _check_epoch(self, epoch: int, transactional: bool) -> None:
+        if epoch < self.entry.epoch:
+            message = f"epoch {epoch} of producer {self.producer_id} is older than {self.entry.epoch}"
+            raise ProducerFenced(message) if transactional else InvalidProducerEpoch(message)
+
+    def _check_sequence(self, epoch: int, first_seq: int) -> None:
+        entry = self.entry
+        if epoch != entry.epoch:
+            if first_seq != 0 and entry.epoch != NO_EPOCH:
+                raise OutOfOrderSequence(
+                    f"producer {self.producer_id}: new epoch {epoch} must start at sequence 0, got {first_seq}")
+            return
+        current_epoch = self._current.epoch if self._current is not None else NO_EPOCH
+        if current_epoch != NO_EPOCH and not _in_sequence(entry.last_seq, first_seq):
+            raise OutOfOrderSequence(
+                f"producer {self.producer_id}: sequence {first_seq} does not follow {entry.last_seq}")
+
+    def append_data_batch(self, epoch: int, first_seq: int, last_seq: int, timestamp: int,
+                          first_offset: int, last_offset: int, transactional: bool = False) -> None:
+        if self._validate:
+            self._check_epoch(epoch, transactional)
+            self._check_sequence(epoch, first_seq)
+        entry = self.entry
+        if epoch != entry.epoch:
+            entry.batches.clear()
+            entry.epoch = epoch
+        entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset, last_offset - first_offset, timestamp))
+        entry.last_timestamp = timestamp
+        if transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+
+
+class ProducerStateManager:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.entries: dict[int, ProducerStateEntry] = {}
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.entries.get(producer_id)
+
+    def prepare_update(self, producer_id: int, *, validate: bool = True) -> ProducerAppendInfo:
+        return ProducerAppendInfo(producer_id, self.entries.get(producer_id), validate=validate)
+
+    def update(self, info: ProducerAppendInfo) -> None:
+        self.entries[info.producer_id] = info.entry
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget producers idle longer than producer.id.expiration.ms and with no open transaction."""
+        expired = [pid for pid, entry in self.entries.items()
+                   if entry.current_txn_first_offset < 0 and now_ms - entry.last_timestamp >= expiration_ms]
+        for pid in expired:
+            del self.entries[pid]
+        return expired
+
+    def truncate_and_reload(self, log_start: int, log_end: int) -> None:
+        """Drop state for offsets outside [log_start, log_end) (retention, truncation)."""
+        self.entries = {pid: e for pid, e in self.entries.items() if log_start <= e.last_offset < log_end}
+
+    # --- snapshots -----------------------------------------------------------------------
+
+    def snapshot_path(self, offset: int) -> Path:
+        return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+    def take_snapshot(self, offset: int) -> Path:
+        """Write `<offset>.snapshot` (tmp, fsync, rename) with the last batch of each producer."""
+        body = bytearray(struct.pack(">i", len(self.entries)))
+        for entry in self.entries.values():
+            last = entry.batches[-1] if entry.batches else None
+            body += _SNAPSHOT_ENTRY.pack(
+                entry.producer_id, entry.epoch, last.last_seq if last else NO_SEQUENCE,
+                last.last_offset if last else -1, last.offset_delta if last else 0,
+                entry.last_timestamp, entry.coordinator_epoch, entry.current_txn_first_offset)
+        crc = _crc32c.crc32c(bytes(body))
+        data = struct.pack(">hI", SNAPSHOT_VERSION, crc) + body
+        path = self.snapshot_path(offset)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        return path
+
+    def snapshot_offsets(self) -> list[int]:
+        offsets = []
+        for path in self.directory.glob(f"*{SNAPSHOT_SUFFIX}"):
+            stem = path.name[: -len(SNAPSHOT_SUFFIX)]
+            if stem.isdigit():
+                offsets.append(int(stem))
+        return sorted(offsets)
+
+    def delete_snapshots_below(self, offset: int) -> None:
+        for snapshot in self.snapshot_offsets():
+            if snapshot < offset:
+                self.snapshot_path(snapshot).unlink(missing_ok=True)
+
+    def delete_snapshots_above(self, offset: int) -> None:
+        for snapshot in self.snapshot_offsets():
+            if snapshot > offset:
+                self.snapshot_path(snapshot).unlink(missing_ok=True)
+
+    def load_latest_snapshot(self, at_or_below: int) -> int | None:
+        """Load the newest valid snapshot <= `at_or_below`; corrupt ones are deleted. Returns its offset."""
+        for offset in reversed(self.snapshot_offsets()):
+            if offset > at_or_below:
+                continue
+            path = self.snapshot_path(offset)
+            try:
+                self.entries = read_snapshot(path)
+                return offset
+            except CorruptSnapshot:
+                path.unlink(missing_ok=True)
+        self.entries = {}
+        return None
+
+
+def read_snapshot(path: Path) -> dict[int, ProducerStateEntry]:
+    data = path.read_bytes()
+    if len(data) < _SNAPSHOT_HEAD.size:
+        raise CorruptSnapshot(f"{path}: too short")
+    version, crc, count = _SNAPSHOT_HEAD.unpack_from(data, 0)
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshot(f"{path}: version {version}")
+    if _crc32c.crc32c(data[6:]) != crc:
+        raise CorruptSnapshot(f"{path}: CRC mismatch")
+    if count < 0 or len(data) != _SNAPSHOT_HEAD.size + count * _SNAPSHOT_ENTRY.size:
+        raise CorruptSnapshot(f"{path}: {count} entries do not match the file size")
+    entries: dict[int, ProducerStateEntry] = {}
+    for index in range(count):
+        pid, epoch, last_seq, last_offset, delta, ts, coord_epoch, txn_first = _SNAPSHOT_ENTRY.unpack_from(
+            data, _SNAPSHOT_HEAD.size + index * _SNAPSHOT_ENTRY.size)
+        entry = ProducerStateEntry(pid, epoch, coordinator_epoch=coord_epoch, last_timestamp=ts,
+                                   current_txn_first_offset=txn_first)
+        if last_offset >= 0:
+            first_seq = last_seq - delta if last_seq >= delta else (last_seq - delta) & INT32_MAX
+            entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset, delta, ts))
+        entries[pid] = entry
+    return entries
+
+
+def active_producers(manager: ProducerStateManager) -> Iterable[ProducerStateEntry]:
+    return manager.entries.values()

@@ -1,0 +1,209 @@
+"""LogSegment: one `.log` file of record batches plus its `.index`, `.timeindex` and `.txnindex`.
+
+Batches are written exactly as they will be served (base offsets already assigned) and read back
+as byte slices. Headers are read with `pread`; records are never decoded here except to answer
+timestamp lookups inside one batch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from minikafka.protocol.errors import CorruptRecord
+from minikafka.protocol.records import HEADER_SIZE, BatchHeader, decode_batch, is_crc_valid
+
+from .index import OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class LogSegment:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, created_ms: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        stem = directory / segment_name(base_offset)
+        self.log_path = stem.with_suffix(LOG_SUFFIX)
+        self.offset_index = OffsetIndex(stem.with_suffix(INDEX_SUFFIX), base_offset)
+        self.time_index = TimeIndex(stem.with_suffix(TIME_INDEX_SUFFIX), base_offset)
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.max_timestamp_offset = -1  # last offset of the batch holding max_timestamp
+        self.rolling_timestamp: int | None = None  # first batch's max timestamp (Kafka's roll basis)
+        self.created_ms = created_ms
+        self._bytes_since_index = 0
+
+    # --- opening and recovery ------------------------------------------------------------
+
+    def load(self, recover: bool) -> int:
+        """Make the in-memory view match the files; returns bytes truncated from a torn tail."""
+        if recover or not self.offset_index.load(self.size) or not self.time_index.load():
+            return self.recover()
+        start_offset, start_position = self.offset_index.lookup(2**63 - 1)
+        if self.offset_index.offsets:
+            self.next_offset = start_offset + 1
+        if self.time_index.timestamps:
+            self.max_timestamp = self.time_index.timestamps[-1]
+            self.max_timestamp_offset = self.time_index.offsets[-1]
+        for _pos, header in self.iter_headers(start_position if self.offset_index.offsets else 0):
+            self._track(header)
+        self._note_rolling_timestamp()
+        return 0
+
+    def _note_rolling_timestamp(self) -> None:
+        if self.size:
+            first = self.header_at(0)
+            if first is not None and first.max_timestamp >= 0:
+                self.rolling_timestamp = first.max_timestamp
+
+    def recover(self) -> int:
+        """Re-read every batch, keep the valid prefix, rebuild both indexes (Kafka's recoverSegment)."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.next_offset = self.base_offset
+        self.max_timestamp, self.max_timestamp_offset = -1, -1
+        self._bytes_since_index = 0
+        valid = 0
+        while valid < self.size:
+            header = self.header_at(valid)
+            if header is None or valid + header.size > self.size:
+                break
+            data = os.pread(self._fd, header.size, valid)
+            if len(data) != header.size or not is_crc_valid(data, 0, header):
+                break
+            self._index(header, valid)
+            valid += header.size
+        truncated = self.size - valid
+        if truncated:
+            os.ftruncate(self._fd, valid)
+            self.size = valid
+        self._note_rolling_timestamp()
+        return truncated
+
+    # --- writing -------------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray, batches: list[tuple[int, BatchHeader]]) -> None:
+        """Append whole batches whose offsets are already assigned; index them as Kafka does."""
+        start = self.size
+        view = memoryview(data)
+        written = 0
+        while written < len(data):
+            written += os.write(self._fd, view[written:])
+        for pos, header in batches:
+            self._index(header, start + pos)
+        self.size = start + len(data)
+        if self.rolling_timestamp is None and batches and batches[0][1].max_timestamp >= 0:
+            self.rolling_timestamp = batches[0][1].max_timestamp
+
+    def _track(self, header: BatchHeader) -> None:
+        self.next_offset = header.next_offset
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.max_timestamp_offset = header.last_offset
+
+    def _index(self, header: BatchHeader, position: int) -> None:
+        self._track(header)
+        if self._bytes_since_index > self.index_interval_bytes:
+            self.offset_index.append(header.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.max_timestamp_offset)
+            self._bytes_since_index = 0
+        self._bytes_since_index += header.size
+
+    def seal(self) -> None:
+        """On roll or close: record the final max timestamp in the time index, as Kafka does."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.max_timestamp_offset)
+
+    # --- reading -------------------------------------------------------------------------
+
+    def header_at(self, position: int) -> BatchHeader | None:
+        data = os.pread(self._fd, HEADER_SIZE, position)
+        try:
+            return BatchHeader.parse_header_only(data, 0)
+        except CorruptRecord:
+            return None
+
+    def iter_headers(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        while position < self.size:
+            header = self.header_at(position)
+            if header is None:
+                return
+            yield position, header
+            position += header.size
+
+    def find(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= `offset`."""
+        _indexed, position = self.offset_index.lookup(offset)
+        for pos, header in self.iter_headers(position):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def position_of(self, offset: int) -> int:
+        """Byte position of the first batch at or after `offset` (the segment size if none)."""
+        found = self.find(offset)
+        return found[0] if found is not None else self.size
+
+    def read(self, position: int, length: int) -> bytes:
+        return os.pread(self._fd, length, position)
+
+    def find_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp` in this segment."""
+        start = self.time_index.lookup(timestamp)
+        _indexed, position = self.offset_index.lookup(start)
+        for pos, header in self.iter_headers(position):
+            if header.max_timestamp >= timestamp and not header.is_control:
+                for record in decode_batch(self.read(pos, header.size)).records:
+                    if record.timestamp >= timestamp:
+                        return record.offset, record.timestamp
+        return None
+
+    def record_with_max_timestamp(self) -> tuple[int, int] | None:
+        if self.max_timestamp < 0:
+            return None
+        found = self.find(self.max_timestamp_offset)
+        if found is None:
+            return None
+        pos, header = found
+        for record in decode_batch(self.read(pos, header.size)).records:
+            if record.timestamp == self.max_timestamp:
+                return record.offset, record.timestamp
+        return header.last_offset, self.max_timestamp
+
+    def largest_timestamp(self) -> int:
+        """Retention's age basis: the max record timestamp, else the file's modification time."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self._fd).st_mtime * 1000)
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.offset_index.close()
+        self.time_index.close()
+
+    def delete(self) -> None:
+        self.close()
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.delete()
+        self.time_index.delete()
+        (self.directory / (segment_name(self.base_offset) + TXN_INDEX_SUFFIX)).unlink(missing_ok=True)

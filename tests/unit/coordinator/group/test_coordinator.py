@@ -1,0 +1,416 @@
+"""GroupCoordinator against an in-memory log and a fake clock (timers driven by run_due)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from minikafka.coordinator.group import GroupConfig, GroupCoordinator, GroupState, OffsetCommit
+from minikafka.coordinator.group.log import OFFSETS_TOPIC
+from minikafka.coordinator.hashing import partition_for
+from minikafka.protocol.errors import ErrorCode
+
+from .fakes import FakeClock, FakeLogManager
+
+E = ErrorCode
+PROTOCOLS = [("range", b"range-meta"), ("roundrobin", b"rr-meta")]
+
+
+def make(**config: int) -> tuple[GroupCoordinator, FakeLogManager, FakeClock]:
+    logs, clock = FakeLogManager(), FakeClock()
+    settings = {"offsets_topic_num_partitions": 5, **config}
+    return GroupCoordinator(logs, clock, GroupConfig(**settings)), logs, clock
+
+
+def join(
+    coord: GroupCoordinator,
+    member_id: str = "",
+    *,
+    group: str = "g",
+    instance: str | None = None,
+    protocols=PROTOCOLS,
+    session: int = 10000,
+    rebalance: int = 30000,
+    v4: bool = False,
+    v9: bool = False,
+):
+    return coord.join_group(
+        group_id=group,
+        member_id=member_id,
+        group_instance_id=instance,
+        protocol_type="consumer",
+        protocols=protocols,
+        session_timeout_ms=session,
+        rebalance_timeout_ms=rebalance,
+        client_id="c",
+        client_host="/127.0.0.1",
+        require_known_member_id=v4,
+        supports_skip_assignment=v9,
+    )
+
+
+def sync(
+    coord: GroupCoordinator,
+    member_id: str,
+    generation: int,
+    assignments=None,
+    *,
+    group: str = "g",
+    instance: str | None = None,
+):
+    return coord.sync_group(
+        group_id=group,
+        generation_id=generation,
+        member_id=member_id,
+        group_instance_id=instance,
+        protocol_type=None,
+        protocol_name=None,
+        assignments=assignments or {},
+    )
+
+
+async def settle(coord, clock, *tasks):
+    await asyncio.sleep(0)
+    return [await t for t in tasks]
+
+
+async def stable_pair(coord: GroupCoordinator):
+    first = await join(coord)
+    assert first.error is E.none and first.generation_id == 1 and first.leader_id == first.member_id
+    await sync(coord, first.member_id, 1, {first.member_id: b"all"})
+    # a second member joins: the first must rejoin before the join phase completes
+    second_task = asyncio.create_task(join(coord))
+    await asyncio.sleep(0)
+    assert coord.groups["g"].state is GroupState.PREPARING_REBALANCE
+    assert (
+        coord.heartbeat(group_id="g", generation_id=1, member_id=first.member_id, group_instance_id=None)
+        is E.rebalance_in_progress
+    )
+    rejoin = await join(coord, first.member_id)
+    second = await second_task
+    assert rejoin.generation_id == second.generation_id == 2
+    assert {m[0] for m in rejoin.members} == {first.member_id, second.member_id}
+    assert second.members == ()
+    follower = asyncio.create_task(sync(coord, second.member_id, 2))
+    await asyncio.sleep(0)
+    leader = await sync(coord, first.member_id, 2, {first.member_id: b"A", second.member_id: b"B"})
+    assert leader.assignment == b"A" and (await follower).assignment == b"B"
+    assert coord.groups["g"].state is GroupState.STABLE
+    return first.member_id, second.member_id
+
+
+async def test_single_member_join_sync() -> None:
+    coord, logs, _ = make()
+    result = await join(coord)
+    assert result.error is E.none and result.protocol_name == "range"
+    assert result.members == ((result.member_id, None, b"range-meta"),)
+    assert coord.groups["g"].state is GroupState.COMPLETING_REBALANCE
+    synced = await sync(coord, result.member_id, 1, {result.member_id: b"asg"})
+    assert synced.error is E.none and synced.assignment == b"asg"
+    assert coord.groups["g"].state is GroupState.STABLE
+    assert logs.topic(OFFSETS_TOPIC).partitions == 5
+    assert logs.configs[OFFSETS_TOPIC]["cleanup.policy"] == "compact"
+
+
+async def test_member_id_required_for_v4() -> None:
+    coord, _, _ = make()
+    first = await join(coord, v4=True)
+    assert first.error is E.member_id_required and first.member_id.startswith("c-")
+    second = await join(coord, first.member_id, v4=True)
+    assert second.error is E.none and second.member_id == first.member_id
+
+
+async def test_pending_member_expires() -> None:
+    coord, _, clock = make()
+    first = await join(coord, v4=True)
+    clock.now += 10001
+    coord.timers.run_due(clock.now)
+    assert (await join(coord, first.member_id, v4=True)).error is E.unknown_member_id
+
+
+async def test_invalid_session_timeout_and_protocols() -> None:
+    coord, _, _ = make()
+    assert (await join(coord, session=100)).error is E.invalid_session_timeout
+    result = await join(coord)
+    await sync(coord, result.member_id, 1, {})
+    other = await join(coord, protocols=[("sticky", b"")])
+    assert other.error is E.inconsistent_group_protocol
+    assert (await join(coord, "nobody")).error is E.unknown_member_id
+
+
+async def test_two_members_then_leave_and_expire() -> None:
+    coord, _, clock = make()
+    a, b = await stable_pair(coord)
+    assert coord.heartbeat(group_id="g", generation_id=2, member_id=b, group_instance_id=None) is E.none
+    assert (
+        coord.heartbeat(group_id="g", generation_id=1, member_id=b, group_instance_id=None)
+        is E.illegal_generation
+    )
+    assert coord.leave_group("g", [(a, None)]) == (E.none, [E.none])
+    assert coord.groups["g"].state is GroupState.PREPARING_REBALANCE
+    rejoin = await join(coord, b)
+    assert rejoin.generation_id == 3 and rejoin.leader_id == b
+    await sync(coord, b, 3, {b: b"all"})
+    clock.now += 10001
+    coord.timers.run_due(clock.now)
+    group = coord.groups["g"]
+    assert group.state is GroupState.EMPTY and not group.members and group.generation_id == 4
+
+
+async def test_member_not_rejoining_is_dropped_at_rebalance_timeout() -> None:
+    coord, _, clock = make()
+    a, b = await stable_pair(coord)
+    late = asyncio.create_task(join(coord))  # third member starts a rebalance
+    rejoin_a = asyncio.create_task(join(coord, a))
+    await asyncio.sleep(0)
+    clock.now += 30001
+    coord.timers.run_due(clock.now)
+    third, ra = await late, await rejoin_a
+    assert third.generation_id == ra.generation_id == 3
+    assert b not in coord.groups["g"].members
+    assert (
+        coord.heartbeat(group_id="g", generation_id=3, member_id=b, group_instance_id=None)
+        is E.unknown_member_id
+    )
+
+
+async def test_sync_errors() -> None:
+    coord, _, _ = make()
+    result = await join(coord)
+    assert (await sync(coord, "x", 1)).error is E.unknown_member_id
+    assert (await sync(coord, result.member_id, 7)).error is E.illegal_generation
+    assert (await sync(coord, result.member_id, 1, group="nope")).error is E.unknown_member_id
+
+
+async def test_rebalance_during_sync_wait_errors_follower() -> None:
+    coord, _, _ = make()
+    a, b = await stable_pair(coord)
+    ra = asyncio.create_task(join(coord, a))
+    rb = asyncio.create_task(join(coord, b))
+    await asyncio.sleep(0)
+    assert (await ra).generation_id == 3 and (await rb).generation_id == 3
+    follower = asyncio.create_task(sync(coord, b, 3))
+    await asyncio.sleep(0)
+    coord.leave_group("g", [(a, None)])
+    assert (await follower).error is E.rebalance_in_progress
+
+
+async def test_static_member_rejoins_without_rebalance() -> None:
+    coord, _, _ = make()
+    first = await join(coord, instance="i1")
+    assert first.member_id.startswith("i1-")
+    await sync(coord, first.member_id, 1, {first.member_id: b"mine"}, instance="i1")
+    again = await join(coord, instance="i1")
+    assert again.error is E.none and again.generation_id == 1 and again.member_id != first.member_id
+    # JoinGroup < v9: the rejoining static leader is answered as a follower (leader = its old id)
+    assert again.leader_id == first.member_id and again.members == () and not again.skip_assignment
+    group = coord.groups["g"]
+    assert group.state is GroupState.STABLE and group.leader_id == again.member_id
+    synced = await sync(coord, again.member_id, 1, instance="i1")
+    assert synced.assignment == b"mine"
+    assert (
+        coord.heartbeat(group_id="g", generation_id=1, member_id=first.member_id, group_instance_id="i1")
+        is E.fenced_instance_id
+    )
+    assert coord.leave_group("g", [("", "i1")]) == (E.none, [E.none])
+    assert group.state is not GroupState.STABLE
+
+
+async def test_commit_and_fetch_offsets() -> None:
+    coord, _, _ = make()
+    assert coord.commit_offsets(
+        group_id="simple",
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        commits=[OffsetCommit("t", 0, 10, 3, "m")],
+    ) == {("t", 0): E.none}
+    fetched = coord.fetch_offsets("simple", [("t", 0), ("t", 1)])
+    assert fetched[("t", 0)].offset == 10 and fetched[("t", 0)].leader_epoch == 3
+    assert fetched[("t", 0)].metadata == "m" and fetched[("t", 1)].offset == -1
+    assert list(coord.fetch_offsets("simple", None)) == [("t", 0)]
+    assert coord.list_groups() == [("simple", "", "Empty")]
+    a, _b = await stable_pair(coord)
+    ok = coord.commit_offsets(
+        group_id="g", generation_id=2, member_id=a, group_instance_id=None, commits=[OffsetCommit("t", 0, 5)]
+    )
+    assert ok == {("t", 0): E.none}
+    assert coord.commit_offsets(
+        group_id="g", generation_id=1, member_id=a, group_instance_id=None, commits=[OffsetCommit("t", 0, 5)]
+    ) == {("t", 0): E.illegal_generation}
+    assert coord.commit_offsets(
+        group_id="g",
+        generation_id=2,
+        member_id="zz",
+        group_instance_id=None,
+        commits=[OffsetCommit("t", 0, 5)],
+    ) == {("t", 0): E.unknown_member_id}
+    assert coord.commit_offsets(
+        group_id="g",
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        commits=[OffsetCommit("t", 0, 5)],
+    ) == {("t", 0): E.unknown_member_id}
+    assert coord.commit_offsets(
+        group_id="nogroup",
+        generation_id=3,
+        member_id="x",
+        group_instance_id=None,
+        commits=[OffsetCommit("t", 0, 5)],
+    ) == {("t", 0): E.illegal_generation}
+    too_big = coord.commit_offsets(
+        group_id="simple",
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        commits=[OffsetCommit("t", 0, 1, metadata="x" * 5000)],
+    )
+    assert too_big == {("t", 0): E.offset_metadata_too_large}
+
+
+async def test_state_survives_reload() -> None:
+    coord, logs, clock = make()
+    a, b = await stable_pair(coord)
+    coord.commit_offsets(
+        group_id="g",
+        generation_id=2,
+        member_id=a,
+        group_instance_id=None,
+        commits=[OffsetCommit("t", 1, 99, 2, "meta")],
+    )
+    coord.commit_offsets(
+        group_id="s",
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        commits=[OffsetCommit("t", 0, 1)],
+    )
+    coord.delete_offsets("s", [("t", 0)])
+    written = logs.partition(OFFSETS_TOPIC, partition_for("g", 5)).log_end_offset
+    assert written >= 3
+    reloaded = GroupCoordinator(logs, clock, coord.config)
+    reloaded.load()
+    group = reloaded.groups["g"]
+    assert group.state is GroupState.STABLE and group.generation_id == 2 and group.leader_id == a
+    assert group.members[b].assignment == b"B"
+    assert reloaded.fetch_offsets("g", [("t", 1)])[("t", 1)].offset == 99
+    assert reloaded.fetch_offsets("s", None) == {}
+    assert reloaded.heartbeat(group_id="g", generation_id=2, member_id=b, group_instance_id=None) is E.none
+    # members that never come back expire after their session timeout
+    clock.now += 10001
+    reloaded.timers.run_due(clock.now)
+    assert not reloaded.groups["g"].members
+
+
+async def test_describe_list_delete() -> None:
+    coord, logs, clock = make()
+    a, b = await stable_pair(coord)
+    described = coord.describe_group("g")
+    assert described["group_state"] == "Stable" and described["protocol_data"] == "range"
+    assert {m["member_assignment"] for m in described["members"]} == {b"A", b"B"}
+    assert coord.describe_group("zz")["group_state"] == "Dead"
+    assert coord.list_groups(["stable"]) == [("g", "consumer", "Stable")]
+    assert coord.list_groups(["Empty"]) == []
+    assert coord.delete_groups(["g", "missing"]) == {"g": E.non_empty_group, "missing": E.group_id_not_found}
+    coord.commit_offsets(
+        group_id="g", generation_id=2, member_id=a, group_instance_id=None, commits=[OffsetCommit("t", 0, 3)]
+    )
+    coord.leave_group("g", [(a, None), (b, None)])
+    assert coord.groups["g"].state is GroupState.EMPTY
+    assert coord.delete_groups(["g"]) == {"g": E.none}
+    assert "g" not in coord.groups and coord.fetch_offsets("g", [("t", 0)])[("t", 0)].offset == -1
+    reloaded = GroupCoordinator(logs, clock, coord.config)
+    reloaded.load()
+    assert "g" not in reloaded.groups
+
+
+async def test_offset_delete_respects_subscription() -> None:
+    coord, _, _ = make()
+    subscription = (
+        (1).to_bytes(2, "big") + (1).to_bytes(4, "big") + (1).to_bytes(2, "big") + b"t" + b"\xff\xff\xff\xff"
+    )
+    r = await join(coord, protocols=[("range", subscription)])
+    await sync(coord, r.member_id, 1, {})
+    coord.commit_offsets(
+        group_id="g",
+        generation_id=1,
+        member_id=r.member_id,
+        group_instance_id=None,
+        commits=[OffsetCommit("t", 0, 3), OffsetCommit("u", 0, 4)],
+    )
+    error, results = coord.delete_offsets("g", [("t", 0), ("u", 0)])
+    assert error is E.group_subscribed_to_topic
+    assert results == {("t", 0): E.group_subscribed_to_topic, ("u", 0): E.none}
+    assert coord.delete_offsets("nope", [("t", 0)])[0] is E.group_id_not_found
+
+
+async def test_offsets_expire_for_empty_groups() -> None:
+    coord, _, clock = make(offsets_retention_ms=1000)
+    coord.commit_offsets(
+        group_id="s",
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        commits=[OffsetCommit("t", 0, 1)],
+    )
+    assert coord.expire_offsets(clock.now + 999) == 0
+    assert coord.expire_offsets(clock.now + 1000) == 1
+    assert "s" not in coord.groups
+
+
+async def test_initial_rebalance_delay() -> None:
+    coord, _, clock = make(initial_rebalance_delay_ms=3000)
+    first = asyncio.create_task(join(coord))
+    await asyncio.sleep(0)
+    second = asyncio.create_task(join(coord))
+    await asyncio.sleep(0)
+    assert not first.done()
+    clock.now += 3000
+    coord.timers.run_due(clock.now)  # a member arrived during the delay: extended once
+    await asyncio.sleep(0)
+    assert not first.done()
+    clock.now += 3000
+    coord.timers.run_due(clock.now)
+    a, b = await first, await second
+    assert a.generation_id == b.generation_id == 1 and len(a.members) == 2
+
+
+async def test_transactional_offsets_apply_on_commit_marker() -> None:
+    coord, logs, clock = make()
+    coord.commit_transactional_offsets("g", 7, 0, [OffsetCommit("t", 0, 50)])
+    assert coord.fetch_offsets("g", [("t", 0)])[("t", 0)].offset == -1
+    assert (
+        coord.fetch_offsets("g", [("t", 0)], require_stable=True)[("t", 0)].error is E.unstable_offset_commit
+    )
+    coord.complete_transaction(coord.partition_for("g"), 7, 0, commit=True)
+    assert coord.fetch_offsets("g", [("t", 0)])[("t", 0)].offset == 50
+    coord.commit_transactional_offsets("g", 8, 0, [OffsetCommit("t", 0, 60)])
+    coord.complete_transaction(coord.partition_for("g"), 8, 0, commit=False)
+    reloaded = GroupCoordinator(logs, clock, coord.config)
+    reloaded.load()
+    assert reloaded.fetch_offsets("g", [("t", 0)])[("t", 0)].offset == 50
+
+
+@pytest.mark.parametrize("generation", [1, -1])
+async def test_commit_during_completing_rebalance(generation: int) -> None:
+    coord, _, _ = make()
+    r = await join(coord)
+    out = coord.commit_offsets(
+        group_id="g",
+        generation_id=generation,
+        member_id=r.member_id,
+        group_instance_id=None,
+        commits=[OffsetCommit("t", 0, 1)],
+    )
+    assert out == {("t", 0): E.rebalance_in_progress}
+
+
+async def test_static_leader_rejoin_with_skip_assignment() -> None:
+    coord, _, _ = make()
+    first = await join(coord, instance="i1")
+    await sync(coord, first.member_id, 1, {first.member_id: b"mine"}, instance="i1")
+    again = await join(coord, instance="i1", v9=True)
+    assert again.skip_assignment and again.leader_id == again.member_id
+    assert again.members == ((again.member_id, "i1", b"range-meta"),)
+    assert coord.groups["g"].state is GroupState.STABLE and coord.groups["g"].generation_id == 1

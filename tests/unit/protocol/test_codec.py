@@ -1,0 +1,87 @@
+"""The kio boundary: requests decode, every failure becomes InvalidRequest, responses frame right."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.api_versions.v3.response import ApiVersionsResponse
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.metadata.v12.response import MetadataResponse
+
+from minikafka.protocol.build import build, nested
+from minikafka.protocol.codec import decode_request, decode_response, encode_request, encode_response, peek_header
+from minikafka.protocol.errors import InvalidRequest
+
+
+def _body(frame: bytes) -> bytes:
+    (size,) = struct.unpack_from(">i", frame)
+    assert size == len(frame) - 4
+    return frame[4:]
+
+
+def test_request_round_trip_flexible() -> None:
+    request = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name="orders"),),
+                              allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    frame = _body(encode_request(17, request, client_id="me"))
+    peeked = peek_header(frame)
+    assert (peeked.api_key, peeked.api_version, peeked.correlation_id) == (3, 12, 17)
+    decoded = decode_request(frame, 3, 12)
+    assert decoded.client_id == "me"
+    assert decoded.body == request
+
+
+def test_trailing_bytes_are_rejected() -> None:
+    request = ApiVersionsRequest(client_software_name="x", client_software_version="1")
+    frame = _body(encode_request(1, request)) + b"\x00"
+    with pytest.raises(InvalidRequest, match="trailing"):
+        decode_request(frame, 18, 3)
+
+
+def test_api_versions_response_uses_header_v0_and_omits_default_tags() -> None:
+    body = build(ApiVersionsResponse, api_keys=[{"api_key": 18, "min_version": 0, "max_version": 4}])
+    frame = _body(encode_response(9, body))
+    # correlation id, then immediately the error code: no tagged-field byte of header v1
+    assert frame[:4] == struct.pack(">i", 9)
+    assert frame[4:6] == b"\x00\x00"
+    # the body ends with an empty tagged-field section: FinalizedFeaturesEpoch=-1 is not written
+    assert frame[-1:] == b"\x00"
+    assert decode_response(frame, 18, 3)[1] == body
+
+
+def test_flexible_response_has_header_v1() -> None:
+    body = build(MetadataResponse, cluster_id="c", controller_id=1,
+                 brokers=[{"node_id": 1, "host": "127.0.0.1", "port": 9092}])
+    frame = _body(encode_response(5, body))
+    assert frame[4] == 0  # empty tagged fields of response header v1
+    assert decode_response(frame, 3, 12) == (5, body)
+
+
+def test_nested_lookup() -> None:
+    assert nested(MetadataResponse, "brokers").__name__ == "MetadataResponseBroker"
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.binary(max_size=200), key=st.sampled_from([0, 1, 3, 18, 19]), version=st.integers(0, 12))
+def test_garbage_never_escapes_as_anything_but_invalid_request(data: bytes, key: int, version: int) -> None:
+    frame = struct.pack(">hhi", key, version, 1) + data
+    try:
+        decode_request(frame, key, version)
+    except InvalidRequest:
+        pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(position=st.integers(0, 200), value=st.integers(0, 255))
+def test_mutated_valid_request_never_escapes(position: int, value: int) -> None:
+    request = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name="orders"),),
+                              allow_auto_topic_creation=True, include_topic_authorized_operations=False)
+    frame = bytearray(_body(encode_request(3, request)))
+    frame[position % len(frame)] = value
+    try:
+        decode_request(bytes(frame), 3, 12)
+    except InvalidRequest:
+        pass

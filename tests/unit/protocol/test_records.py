@@ -1,0 +1,137 @@
+"""Record batch v2: header parsing, CRC, offsets patching, encode/decode round trips."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minikafka.protocol.errors import CorruptRecord
+from minikafka.protocol.records import (
+    HEADER_SIZE,
+    BatchHeader,
+    Compression,
+    ControlType,
+    Record,
+    build_batch,
+    build_control_batch,
+    decode_all,
+    decode_batch,
+    is_crc_valid,
+    iter_batches,
+    parse_control_record,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+    valid_prefix_length,
+)
+
+blobs = st.one_of(st.none(), st.binary(max_size=64))
+headers = st.lists(st.tuples(st.text(max_size=8), blobs), max_size=3)
+records = st.lists(
+    st.builds(Record, key=blobs, value=blobs, headers=headers.map(tuple),
+              timestamp=st.integers(min_value=0, max_value=2**41)),
+    min_size=1, max_size=20,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=records, codec=st.sampled_from(list(Compression)), base=st.integers(0, 2**40))
+def test_build_decode_round_trip(records: list[Record], codec: Compression, base: int) -> None:
+    batch = build_batch(records, base_offset=base, compression=codec)
+    decoded = decode_batch(batch)
+    assert decoded.header.base_offset == base
+    assert decoded.header.records_count == len(records)
+    assert decoded.header.compression == codec
+    assert decoded.header.max_timestamp == max(r.timestamp for r in records)
+    for index, (got, want) in enumerate(zip(decoded.records, records, strict=True)):
+        assert (got.key, got.value, tuple(got.headers), got.timestamp) == (
+            want.key, want.value, tuple(want.headers), want.timestamp)
+        assert got.offset == base + index
+
+
+def test_header_fields_match_kafka_layout() -> None:
+    batch = build_batch([Record(b"k", b"v", (), 1000), Record(None, b"w", (), 1007)], base_offset=42,
+                        producer_id=7, producer_epoch=3, base_sequence=11, partition_leader_epoch=5)
+    header = BatchHeader.parse(batch)
+    assert len(batch) == header.size == header.batch_length + 12
+    assert struct.unpack_from(">q", batch, 0)[0] == 42
+    assert batch[16] == 2  # magic
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 3, 11)
+    assert (header.base_timestamp, header.max_timestamp) == (1000, 1007)
+    assert header.last_offset_delta == 1 and header.last_offset == 43 and header.next_offset == 44
+    assert header.last_sequence == 12
+    assert header.partition_leader_epoch == 5
+    assert is_crc_valid(batch, 0, header)
+
+
+def test_patching_offset_and_epoch_keeps_crc_valid() -> None:
+    batch = bytearray(build_batch([Record(b"k", b"v", (), 1)]))
+    set_base_offset(batch, 0, 123456789)
+    set_partition_leader_epoch(batch, 0, 9)
+    header = BatchHeader.parse(batch)
+    assert header.base_offset == 123456789 and header.partition_leader_epoch == 9
+    assert is_crc_valid(batch, 0, header)
+
+
+def test_log_append_time_rewrites_crc_and_record_timestamps() -> None:
+    batch = bytearray(build_batch([Record(b"k", b"v", (), 1), Record(b"k", b"v", (), 5)]))
+    set_log_append_time(batch, 0, BatchHeader.parse(batch), 99999)
+    header = BatchHeader.parse(batch)
+    assert header.log_append_time and header.max_timestamp == 99999
+    assert is_crc_valid(batch, 0, header)
+    assert [r.timestamp for r in decode_batch(batch).records] == [99999, 99999]
+
+
+def test_crc_mismatch_is_detected() -> None:
+    batch = bytearray(build_batch([Record(b"k", b"value", (), 1)]))
+    batch[-1] ^= 0xFF
+    with pytest.raises(CorruptRecord):
+        list(iter_batches(batch))
+
+
+@pytest.mark.parametrize("magic", [0, 1, 3])
+def test_other_magic_is_rejected(magic: int) -> None:
+    batch = bytearray(build_batch([Record(b"k", b"v", (), 1)]))
+    batch[16] = magic
+    with pytest.raises(CorruptRecord, match="magic"):
+        BatchHeader.parse(batch)
+
+
+@settings(max_examples=100, deadline=None)
+@given(count=st.integers(1, 6), cut=st.integers(0, 10_000))
+def test_valid_prefix_stops_at_the_last_whole_batch(count: int, cut: int) -> None:
+    batches = [build_batch([Record(b"k", b"v" * i, (), i)], base_offset=i) for i in range(count)]
+    blob = b"".join(batches)
+    cut = min(cut, len(blob))
+    ends = [sum(len(b) for b in batches[: i + 1]) for i in range(count)]
+    expected = max([0] + [end for end in ends if end <= cut])
+    assert valid_prefix_length(blob[:cut]) == expected
+
+
+def test_control_batch_layout() -> None:
+    batch = build_control_batch(producer_id=5, producer_epoch=2, control_type=ControlType.COMMIT,
+                                coordinator_epoch=7, timestamp=1234)
+    decoded = decode_batch(batch)
+    assert decoded.header.is_control and decoded.header.is_transactional
+    record = decoded.records[0]
+    assert record.key == b"\x00\x00\x00\x01"
+    assert record.value == b"\x00\x00\x00\x00\x00\x07"
+    assert parse_control_record(record) == (ControlType.COMMIT, 7)
+
+
+def test_truncated_header_is_corrupt() -> None:
+    batch = build_batch([Record(b"k", b"v", (), 1)])
+    with pytest.raises(CorruptRecord):
+        BatchHeader.parse(batch[: HEADER_SIZE - 1])
+    with pytest.raises(CorruptRecord):
+        BatchHeader.parse(batch[:-1])
+
+
+def test_decode_all_reads_consecutive_batches() -> None:
+    blob = build_batch([Record(b"a", b"1", (), 1)], base_offset=0) + build_batch(
+        [Record(b"b", b"2", (), 2), Record(b"c", b"3", (), 3)], base_offset=1)
+    values = [r.value for batch in decode_all(blob) for r in batch.records]
+    assert values == [b"1", b"2", b"3"]
