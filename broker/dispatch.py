@@ -49,6 +49,8 @@ async def dispatch(frame: bytes, make_context: Callable[[int, int, int, str | No
         )
     decoded = decode_request(frame, peeked.api_key, peeked.api_version)
     ctx.client_id = decoded.client_id
+    if decoded.trailing_bytes:
+        ctx.log.debug("ignoring trailing request bytes", count=decoded.trailing_bytes)
     response = await route.handle(ctx, decoded.body)
     if response is None:
         return None

@@ -1,0 +1,46 @@
+"""Shared helpers for end-to-end tests with real clients."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+@dataclass(frozen=True)
+class Received:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp: int
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})], operation_timeout=10)
+    for future in futures.values():
+        future.result(timeout=15)
+
+
+def consume(bootstrap: str, topic: str, count: int, *, partitions: tuple[int, ...] = (0,), offset: int = 0,
+            timeout: float = 20.0, isolation: str = "read_uncommitted") -> list[Received]:
+    """Read `count` records with manual assignment (no group protocol), within a deadline."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "e2e-reader", "enable.auto.commit": False,
+                         "isolation.level": isolation, "fetch.wait.max.ms": 100})
+    consumer.assign([TopicPartition(topic, p, offset) for p in partitions])
+    received: list[Received] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(received) < count and time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=1000, timeout=0.2):
+                if message.error():
+                    raise KafkaException(message.error())
+                received.append(Received(message.partition(), message.offset(), message.key(), message.value(),
+                                         tuple(message.headers() or ()), message.timestamp()[1]))
+    finally:
+        consumer.close()
+    return received

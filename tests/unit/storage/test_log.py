@@ -1,0 +1,314 @@
+"""PartitionLog and LogManager: append/read, indexes, roll, retention, recovery, metadata."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from minikafka.protocol.records import BatchHeader, Record, build_batch, decode_all, iter_batches
+from minikafka.storage.clock import ManualClock
+from minikafka.storage.config import LogConfig, log_config_from_broker_properties, resolve_log_config
+from minikafka.storage.errors import (
+    InvalidConfig,
+    InvalidPartitions,
+    InvalidTopic,
+    OffsetOutOfRange,
+    RecordTooLarge,
+    TopicAlreadyExists,
+)
+from minikafka.storage.log import PartitionLog
+from minikafka.storage.manager import CLEAN_SHUTDOWN_FILE, LogManager
+
+NOW = 1_700_000_000_000
+
+
+def batch(values: list[bytes], ts: int = NOW) -> bytes:
+    return build_batch([Record(None, v, (), ts + i) for i, v in enumerate(values)])
+
+
+def open_log(path: Path, config: LogConfig | None = None, *, clean: bool = True, recovery_point: int = 0) -> PartitionLog:
+    log = PartitionLog(path, "t", 0, config or LogConfig(), NOW)
+    log.open(recovery_point=recovery_point, log_start_offset=0, clean=clean)
+    return log
+
+
+def read_values(log: PartitionLog, start: int = 0) -> list[tuple[int, bytes | None]]:
+    """Every record from `start` to the end, reading as a consumer would (one fetch at a time)."""
+    out: list[tuple[int, bytes | None]] = []
+    offset = start
+    for _ in range(10_000):
+        if offset >= log.log_end_offset:
+            break
+        data = log.read(offset, 1 << 20).records
+        whole = data[: sum(h.size for _p, h in _whole_batches(data))]
+        for decoded in decode_all(whole):
+            for record in decoded.records:
+                if record.offset >= offset:
+                    out.append((record.offset, record.value))
+        offset = out[-1][0] + 1 if out else offset + 1
+    return out
+
+
+def _whole_batches(data: bytes) -> list[tuple[int, BatchHeader]]:
+    result = []
+    pos = 0
+    while pos + 61 <= len(data):
+        header = BatchHeader.parse_header_only(data, pos)
+        if pos + header.size > len(data):
+            break
+        result.append((pos, header))
+        pos += header.size
+    return result
+
+
+def test_offsets_are_assigned_consecutively(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    first = log.append(batch([b"a", b"b"]), NOW)
+    second = log.append(batch([b"c"]), NOW)
+    assert (first.base_offset, first.last_offset, second.base_offset) == (0, 1, 2)
+    assert log.log_end_offset == log.high_watermark == 3
+    assert read_values(log) == [(0, b"a"), (1, b"b"), (2, b"c")]
+    stored = log.read(0, 1 << 20).records
+    assert [h.base_offset for _p, h in iter_batches(stored)] == [0, 2]
+
+
+def test_read_bounds_and_out_of_range(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    log.append(batch([b"a"]), NOW)
+    assert log.read(1, 100).records == b""
+    with pytest.raises(OffsetOutOfRange):
+        log.read(2, 100)
+    with pytest.raises(OffsetOutOfRange):
+        log.read(-1, 100)
+
+
+def test_first_batch_is_returned_whole_even_above_max_bytes(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    big = batch([b"x" * 5000])
+    log.append(big, NOW)
+    log.append(batch([b"y"]), NOW)
+    assert len(log.read(0, 10).records) == len(big)
+    assert len(log.read(0, 10, min_one_batch=False).records) == 10
+
+
+def test_upper_bound_stops_before_batches_at_or_past_it(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    log.append(batch([b"a"]), NOW)
+    log.append(batch([b"b"]), NOW)
+    data = log.read(0, 1 << 20, upper_bound=1).records
+    assert [h.base_offset for _p, h in iter_batches(data)] == [0]
+
+
+def test_record_too_large(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", LogConfig(max_message_bytes=100))
+    with pytest.raises(RecordTooLarge):
+        log.append(batch([b"x" * 200]), NOW)
+    assert log.log_end_offset == 0
+
+
+def test_roll_by_size_and_sparse_index(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", LogConfig(segment_bytes=1000, index_interval_bytes=100))
+    for i in range(40):
+        log.append(batch([bytes([i]) * 50]), NOW)
+    assert len(log.segments) > 3
+    assert sorted(p.name for p in (tmp_path / "t-0").glob("*.log"))[0] == "00000000000000000000.log"
+    index_bytes = (tmp_path / "t-0" / "00000000000000000000.index").read_bytes()
+    assert len(index_bytes) % 8 == 0 and len(index_bytes) > 0
+    assert [v for _o, v in read_values(log)] == [bytes([i]) * 50 for i in range(40)]
+    assert list((tmp_path / "t-0").glob("*.snapshot")), "a roll takes a producer-state snapshot"
+
+
+def test_roll_by_time_uses_the_first_batch_timestamp(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", LogConfig(segment_ms=1000))
+    log.append(batch([b"a"], ts=NOW), NOW)
+    log.append(batch([b"b"], ts=NOW + 10), NOW + 500)
+    assert len(log.segments) == 1
+    log.append(batch([b"c"], ts=NOW + 2000), NOW + 2000)
+    assert len(log.segments) == 2 and log.segments[1].base_offset == 2
+
+
+def test_retention_by_time_and_bytes(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", LogConfig(segment_bytes=200, retention_ms=10_000))
+    for i in range(6):
+        log.append(batch([b"v" * 100], ts=NOW + i), NOW)
+    segments = len(log.segments)
+    assert log.apply_retention(NOW + 5_000) == 0
+    assert log.apply_retention(NOW + 20_000) == segments - 1
+    assert log.log_start_offset == log.segments[0].base_offset == 5
+    with pytest.raises(OffsetOutOfRange):
+        log.read(0, 100)
+    sized = open_log(tmp_path / "u-0", LogConfig(segment_bytes=200, retention_bytes=400))
+    for _ in range(6):
+        sized.append(batch([b"v" * 100]), NOW)
+    sized.apply_retention(NOW)
+    assert sized.size_bytes - sized.segments[0].size < 400
+    assert sized.log_start_offset > 0
+
+
+def test_delete_records_moves_log_start(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", LogConfig(segment_bytes=200))
+    for _ in range(6):
+        log.append(batch([b"v" * 100]), NOW)
+    assert log.delete_records_before(3) == 3
+    assert log.segments[0].base_offset <= 3
+    assert read_values(log, 3)[0][0] == 3
+    with pytest.raises(OffsetOutOfRange):
+        log.delete_records_before(99)
+
+
+def test_timestamp_lookups(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", LogConfig(segment_bytes=300))
+    log.append(build_batch([Record(None, b"a", (), 100), Record(None, b"b", (), 300)]), NOW)
+    log.append(build_batch([Record(None, b"c", (), 200)]), NOW)
+    log.append(build_batch([Record(None, b"d", (), 900), Record(None, b"e", (), 400)]), NOW)
+    assert log.offset_for_timestamp(0) == (0, 100)
+    assert log.offset_for_timestamp(250) == (1, 300)
+    assert log.offset_for_timestamp(500) == (3, 900)
+    assert log.offset_for_timestamp(901) is None
+    assert log.max_timestamp_offset() == (3, 900)
+
+
+def test_reopen_after_clean_close_keeps_everything(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", LogConfig(segment_bytes=500, index_interval_bytes=50))
+    for i in range(30):
+        log.append(batch([str(i).encode()]), NOW)
+    log.close()
+    again = open_log(tmp_path / "t-0", LogConfig(segment_bytes=500, index_interval_bytes=50))
+    assert again.log_end_offset == 30
+    assert [v for _o, v in read_values(again)] == [str(i).encode() for i in range(30)]
+    again.append(batch([b"next"]), NOW)
+    assert again.log_end_offset == 31
+
+
+def _last_log_file(directory: Path) -> Path:
+    return sorted(directory.glob("*.log"))[-1]
+
+
+@pytest.mark.parametrize("damage", ["torn", "crc", "garbage"])
+def test_recovery_truncates_a_damaged_tail(tmp_path: Path, damage: str) -> None:
+    directory = tmp_path / "t-0"
+    log = open_log(directory)
+    for i in range(10):
+        log.append(batch([str(i).encode() * 10]), NOW)
+    for segment in log.segments:
+        segment.close()  # a crash: no seal, no snapshot, no marker
+    path = _last_log_file(directory)
+    data = bytearray(path.read_bytes())
+    size_of_one = len(data) // 10
+    if damage == "torn":
+        data = data[: len(data) - size_of_one // 2]
+    elif damage == "crc":
+        data[9 * size_of_one + 70] ^= 0xFF
+    else:
+        data += os.urandom(37)
+    path.write_bytes(bytes(data))
+    recovered = open_log(directory, clean=False)
+    expected = 10 if damage == "garbage" else 9
+    assert recovered.log_end_offset == expected
+    assert [v for _o, v in read_values(recovered)] == [str(i).encode() * 10 for i in range(expected)]
+    recovered.append(batch([b"after"]), NOW)
+    assert read_values(recovered)[-1] == (expected, b"after")
+
+
+def test_truncated_or_missing_index_is_rebuilt(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    config = LogConfig(index_interval_bytes=10)
+    log = open_log(directory, config)
+    for i in range(20):
+        log.append(batch([str(i).encode()]), NOW)
+    log.close()
+    index = directory / "00000000000000000000.index"
+    good = index.read_bytes()
+    index.write_bytes(good[:-3])
+    reopened = open_log(directory, config)
+    assert reopened.log_end_offset == 20
+    assert index.read_bytes() == good
+    reopened.close()
+    index.unlink()
+    again = open_log(directory, config)
+    assert [v for _o, v in read_values(again)][-1] == b"19"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(1, 5), min_size=1, max_size=25), segment_bytes=st.integers(150, 2000),
+       cut=st.floats(0, 1))
+def test_property_appends_read_back_and_survive_a_cut(tmp_path_factory: pytest.TempPathFactory,
+                                                       sizes: list[int], segment_bytes: int, cut: float) -> None:
+    directory = tmp_path_factory.mktemp("p") / "t-0"
+    config = LogConfig(segment_bytes=segment_bytes, index_interval_bytes=64)
+    log = open_log(directory, config)
+    expected: list[bytes] = []
+    for n, size in enumerate(sizes):
+        values = [f"{n}-{i}".encode() for i in range(size)]
+        log.append(batch(values), NOW)
+        expected.extend(values)
+    assert [v for _o, v in read_values(log)] == expected
+    assert [o for o, _v in read_values(log)] == list(range(len(expected)))
+    for segment in log.segments:
+        segment.close()
+    path = _last_log_file(directory)
+    data = path.read_bytes()
+    keep = int(len(data) * cut)
+    path.write_bytes(data[:keep])
+    whole_bytes = 0
+    kept_records = 0
+    for _pos, header in _whole_batches(data):
+        if whole_bytes + header.size > keep:
+            break
+        whole_bytes += header.size
+        kept_records = header.next_offset
+    base = int(path.name.split(".")[0])
+    recovered = open_log(directory, config, clean=False)
+    assert recovered.log_end_offset == (kept_records if kept_records else base)
+    assert [v for _o, v in read_values(recovered)] == expected[: recovered.log_end_offset]
+
+
+def test_manager_persists_topics_and_recovers(tmp_path: Path) -> None:
+    clock = ManualClock(NOW)
+    manager = LogManager(tmp_path, LogConfig(), clock)
+    manager.load()
+    meta = manager.create_topic("orders", 2, {"retention.ms": "1000"})
+    log = manager.partition("orders", 1)
+    assert log is not None
+    log.append(batch([b"a", b"b"]), NOW)
+    with pytest.raises(TopicAlreadyExists):
+        manager.create_topic("orders", 1)
+    with pytest.raises(InvalidTopic):
+        manager.create_topic("bad/name", 1)
+    with pytest.raises(InvalidPartitions):
+        manager.create_topic("zero", 0)
+    with pytest.raises(InvalidConfig):
+        manager.create_topic("cfg", 1, {"retention.ms": "soon"})
+    manager.create_partitions("orders", 3)
+    manager.close()
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    assert (tmp_path / "meta.properties").read_text().count("cluster.id=") == 1
+    assert (tmp_path / "orders-1" / "partition.metadata").read_text().startswith("version: 0\ntopic_id: ")
+
+    reopened = LogManager(tmp_path, LogConfig(), clock)
+    reopened.load()
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    again = reopened.topic("orders")
+    assert again is not None and again.topic_id == meta.topic_id and again.partitions == 3
+    assert again.configs == {"retention.ms": "1000"}
+    assert reopened.partition("orders", 1).log_end_offset == 2  # type: ignore[union-attr]
+    assert reopened.cluster_id == manager.cluster_id
+    reopened.delete_topic("orders")
+    assert not (tmp_path / "orders-0").exists()
+
+
+def test_config_resolution_and_broker_precedence() -> None:
+    assert resolve_log_config(LogConfig(), {"segment.bytes": "4096"}).segment_bytes == 4096
+    with pytest.raises(InvalidConfig):
+        resolve_log_config(LogConfig(), {"no.such": "1"})
+    with pytest.raises(InvalidConfig):
+        resolve_log_config(LogConfig(), {"cleanup.policy": "shred"})
+    props = {"log.retention.hours": "1", "log.retention.minutes": "2"}
+    assert log_config_from_broker_properties(props).retention_ms == 120_000
+    props["log.retention.ms"] = "5"
+    assert log_config_from_broker_properties(props).retention_ms == 5
+    assert log_config_from_broker_properties({"log.roll.hours": "2"}).segment_ms == 7_200_000
