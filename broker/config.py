@@ -50,6 +50,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("delete.topic.enable", "boolean", "true", "Allow DeleteTopics."),
     ("socket.request.max.bytes", "int", "104857600", "Largest request frame accepted."),
     ("log.retention.check.interval.ms", "long", "300000", "How often retention runs."),
+    ("log.initial.task.delay.ms", "long", "30000", "Delay before the first retention and checkpoint run."),
     ("log.flush.offset.checkpoint.interval.ms", "int", "60000", "How often offset checkpoints are written."),
     ("offsets.topic.num.partitions", "int", "50", "Partitions of __consumer_offsets."),
     ("transaction.state.log.num.partitions", "int", "50", "Partitions of __transaction_state."),
@@ -135,6 +136,7 @@ class BrokerConfig:
     delete_topic_enable: bool = True
     socket_request_max_bytes: int = 104857600
     retention_check_interval_ms: int = 300000
+    initial_task_delay_ms: int = 30000
     checkpoint_interval_ms: int = 60000
     offsets_topic_num_partitions: int = 50
     transaction_state_log_num_partitions: int = 50
@@ -208,6 +210,7 @@ def build_config(
         delete_topic_enable=get("delete.topic.enable").lower() == "true",
         socket_request_max_bytes=int(get("socket.request.max.bytes")),
         retention_check_interval_ms=int(get("log.retention.check.interval.ms")),
+        initial_task_delay_ms=int(get("log.initial.task.delay.ms")),
         checkpoint_interval_ms=int(get("log.flush.offset.checkpoint.interval.ms")),
         offsets_topic_num_partitions=int(get("offsets.topic.num.partitions")),
         transaction_state_log_num_partitions=int(get("transaction.state.log.num.partitions")),

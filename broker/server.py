@@ -74,7 +74,7 @@ class BrokerServer:
         assert self.services is not None
         config = self.config
         logs = self.services.logs
-        next_retention = next_checkpoint = time.monotonic()
+        next_retention = next_checkpoint = time.monotonic() + config.initial_task_delay_ms / 1000
         while True:
             await asyncio.sleep(min(1.0, config.retention_check_interval_ms / 1000))
             now = time.monotonic()

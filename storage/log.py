@@ -183,13 +183,18 @@ class PartitionLog:
         return AppendResult(base, offset - 1, append_time, self.log_start_offset)
 
     def _maybe_roll(self, incoming: int, first: BatchHeader | None, now_ms: int) -> None:
-        """Kafka's LogSegment.shouldRoll: full by size, or older than segment.ms by its first batch."""
+        """Kafka's LogSegment.shouldRoll: full by size, or spanning more than segment.ms."""
         active = self.active
         if active.size == 0:
             return
         too_big = active.size + incoming > self.config.segment_bytes
-        basis = active.rolling_timestamp if active.rolling_timestamp is not None else active.created_ms
-        too_old = now_ms - basis > self.config.segment_ms - self.config.segment_jitter_ms
+        # Kafka's timeWaitedForRoll: incoming max timestamp minus the segment's first batch timestamp,
+        # so producers with old timestamps do not roll a segment per batch; wall clock otherwise.
+        if active.rolling_timestamp is not None and first is not None and first.max_timestamp >= 0:
+            waited = first.max_timestamp - active.rolling_timestamp
+        else:
+            waited = now_ms - active.created_ms
+        too_old = waited > self.config.segment_ms - self.config.segment_jitter_ms
         if too_big or too_old:
             self.roll(now_ms)
 

@@ -201,7 +201,8 @@ def test_segment_roll(broker_factory) -> None:
 
 
 def test_retention_deletes_old_segments(broker_factory) -> None:
-    broker = broker_factory(**{"log.retention.check.interval.ms": "200", "log.segment.bytes": "2048"})
+    broker = broker_factory(**{"log.retention.check.interval.ms": "200", "log.initial.task.delay.ms": "0",
+                                "log.segment.bytes": "2048"})
     topic = unique_topic("ret")
     create_topic(broker.bootstrap, topic, 1, {"retention.bytes": "4096"})
     produce_all(producer(broker.bootstrap, **{"linger.ms": 0, "batch.num.messages": 5}), topic,
@@ -217,7 +218,8 @@ def test_retention_deletes_old_segments(broker_factory) -> None:
 
 
 def test_retention_by_time(broker_factory) -> None:
-    broker = broker_factory(**{"log.retention.check.interval.ms": "200", "log.segment.bytes": "1024"})
+    broker = broker_factory(**{"log.retention.check.interval.ms": "200", "log.initial.task.delay.ms": "0",
+                                "log.segment.bytes": "1024"})
     topic = unique_topic("rett")
     create_topic(broker.bootstrap, topic, 1, {"retention.ms": "60000"})
     old = int(time.time() * 1000) - 3_600_000

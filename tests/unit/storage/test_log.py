@@ -312,3 +312,11 @@ def test_config_resolution_and_broker_precedence() -> None:
     props["log.retention.ms"] = "5"
     assert log_config_from_broker_properties(props).retention_ms == 5
     assert log_config_from_broker_properties({"log.roll.hours": "2"}).segment_ms == 7_200_000
+
+
+def test_old_timestamps_do_not_roll_every_batch(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", LogConfig(segment_ms=1000))
+    old = NOW - 30 * 86_400_000
+    for i in range(5):
+        log.append(batch([b"x"], ts=old + i), NOW)
+    assert len(log.segments) == 1
