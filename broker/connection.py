@@ -12,7 +12,6 @@ import time
 from typing import TYPE_CHECKING
 
 import structlog
-
 from minikafka.protocol.errors import InvalidRequest
 from minikafka.protocol.framing import BadFrameSize, read_frame
 

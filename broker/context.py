@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import structlog
-
 from minikafka.protocol.api_keys import api_name
 
 if TYPE_CHECKING:

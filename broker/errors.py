@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import structlog
-
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 _log = structlog.get_logger("minikafka.errors")

@@ -8,9 +8,8 @@ import itertools
 import time
 
 import structlog
-
-from minikafka.storage.clock import Clock, SystemClock
 from minikafka.coordinator.producer_ids import ProducerIdManager
+from minikafka.storage.clock import Clock, SystemClock
 from minikafka.storage.manager import LogManager
 
 from .cluster import ClusterView, Node

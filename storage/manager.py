@@ -92,7 +92,7 @@ class LogManager:
                 if truncated:
                     _log.warning("truncated torn log tail", topic=meta.name, partition=partition, bytes=truncated)
                 self._logs[tp] = log
-        if not clean:
+        if not clean and self._logs:
             _log.info("recovered logs after unclean shutdown", partitions=len(self._logs))
         marker.unlink(missing_ok=True)
 

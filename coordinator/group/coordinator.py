@@ -651,6 +651,21 @@ class GroupCoordinator:
         protocol_name: str | None,
         assignments: dict[str, bytes],
     ) -> SyncResult:
+        result = await self._sync(group_id, generation_id, member_id, group_instance_id, protocol_type,
+                                  protocol_name, assignments)
+        _log.debug("sync %s member=%r gen=%d -> %s", group_id, member_id, generation_id, result.error.name)
+        return result
+
+    async def _sync(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> SyncResult:
         group = self.groups.get(group_id)
         try:
             member = self._check_member(group, member_id, group_instance_id, generation_id)

@@ -20,6 +20,8 @@ from tests.conftest import poll_until, unique_topic  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
+POLL_MS = 2000  # see Polled
+
 
 @pytest.fixture
 def group_broker(broker_factory):
@@ -66,10 +68,11 @@ def partitions(c: KafkaConsumer | Polled) -> set[int]:
 class Polled:
     """A consumer polled continuously by its own thread.
 
-    kafka-python 3.0.12 drops a JoinGroup/SyncGroup result that completes between two poll() calls
-    and sends a fresh JoinGroup; a leader doing that in a Stable group forces another rebalance
-    (the broker must, as Kafka does). Short polls of several consumers from one thread therefore
-    rebalance forever, against Kafka too; one thread per consumer with long polls avoids it.
+    kafka-python 3.0.12 mishandles a JoinGroup/SyncGroup that completes after poll() returned: it
+    either sends a fresh JoinGroup (a leader doing that in a Stable group forces a rebalance, as
+    Kafka does, so short polls of several consumers from one thread rebalance forever) or never
+    applies the result and leaves heartbeats disabled until the session expires. This happens
+    against Kafka too; one thread per consumer with long polls (POLL_MS) avoids it.
     """
 
     def __init__(self, c: KafkaConsumer) -> None:
@@ -80,7 +83,7 @@ class Polled:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.consumer.poll(timeout_ms=500)
+            self.consumer.poll(timeout_ms=POLL_MS)
 
     def assignment(self):
         return self.consumer.assignment()
@@ -95,7 +98,7 @@ def settle(consumers: list, predicate, timeout: float = 30.0, message: str = "as
     def step():
         for c in consumers:
             if isinstance(c, KafkaConsumer):
-                c.poll(timeout_ms=200)
+                c.poll(timeout_ms=POLL_MS)
         return predicate()
 
     return poll_until(step, timeout=timeout, interval=0.05, message=message)
@@ -142,7 +145,7 @@ def test_committed_offsets_survive_restart(group_broker, consumers) -> None:
     got: list[int] = []
 
     def read_four() -> bool:
-        for records in second.poll(timeout_ms=200).values():
+        for records in second.poll(timeout_ms=POLL_MS).values():
             got.extend(r.offset for r in records)
         return len(got) >= 4
 

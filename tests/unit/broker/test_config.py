@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from minikafka.broker.config import ConfigError, Listener, build_config, env_properties, parse_properties
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from minikafka.coordinator.hashing import java_string_hash, kafka_abs, partition_for
 
 # (string, String.hashCode(), Utils.abs(hash) % 50) as printed by Java 17.

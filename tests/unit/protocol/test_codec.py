@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import struct
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.metadata.v12.response import MetadataResponse
-
 from minikafka.protocol.build import build, nested
 from minikafka.protocol.codec import decode_request, decode_response, encode_request, encode_response, peek_header
 from minikafka.protocol.errors import InvalidRequest

@@ -6,7 +6,6 @@ import asyncio
 import struct
 
 import pytest
-
 from minikafka.protocol.framing import BadFrameSize, encode_frame, read_frame
 
 

@@ -7,7 +7,6 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from minikafka.protocol.errors import CorruptRecord
 from minikafka.protocol.records import (
     HEADER_SIZE,

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from minikafka.protocol.records import BatchHeader, Record, build_batch, decode_all, iter_batches
 from minikafka.storage.clock import ManualClock
 from minikafka.storage.config import LogConfig, log_config_from_broker_properties, resolve_log_config

@@ -9,7 +9,6 @@ import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from minikafka.storage.producer_state import (
     INT32_MAX,
     InvalidProducerEpoch,

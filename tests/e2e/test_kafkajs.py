@@ -1,0 +1,61 @@
+"""kafkajs (Node.js) against minikafka: admin API and producing; what it wrote is read with librdkafka.
+
+kafkajs has no consumer without a group, so its consume tests live with the group coordinator's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BrokerProcess, unique_topic
+
+from .helpers import consume, create_topic
+
+JS_DIR = Path(__file__).parent / "js"
+NODE = shutil.which("node")
+pytestmark = [
+    pytest.mark.kafkajs,
+    pytest.mark.skipif(NODE is None or not (JS_DIR / "node_modules" / "kafkajs").exists(),
+                       reason="node or kafkajs is not installed (make js)"),
+]
+
+
+def run_js(script: str, *args: str) -> dict:
+    result = subprocess.run([NODE or "node", str(JS_DIR / script), *args], capture_output=True, text=True,
+                            timeout=60, check=False)
+    output = json.loads(result.stdout or "{}")
+    assert result.returncode == 0 and "error" not in output, (output, result.stderr)
+    return output
+
+
+def test_admin_and_produce(broker: BrokerProcess) -> None:
+    topic = unique_topic("kjs")
+    result = run_js("admin_produce.js", broker.bootstrap, topic)
+    assert result["created"] is True and result["createdAgain"] is False
+    assert result["listed"] is True
+    assert result["partitions"] == 3
+    assert result["retentionMs"] == "604800000"
+    assert result["baseOffset"] == "0"
+    offsets = {o["partition"]: o for o in result["offsets"]}
+    assert (offsets[0]["low"], offsets[0]["high"]) == ("0", "3")
+    assert offsets[1]["high"] == "2"
+    by_time = {o["partition"]: o["offset"] for o in result["byTimestamp"]}
+    assert by_time[0] == "1"
+    after = {o["partition"]: o for o in result["offsetsAfterDelete"]}
+    assert after[0]["low"] == "1"
+
+    got = consume(broker.bootstrap, topic, 2, offset=1)
+    assert [(r.offset, r.key, r.value) for r in got] == [(1, None, b"v2"), (2, b"k3", None)]
+    gz = consume(broker.bootstrap, topic, 2, partitions=(1,))
+    assert [r.value for r in gz] == [b"gz-1", b"gz-2"]
+
+
+def test_delete_topic(broker: BrokerProcess) -> None:
+    topic = unique_topic("kjsdel")
+    create_topic(broker.bootstrap, topic)
+    assert run_js("delete_topic.js", broker.bootstrap, topic) == {"gone": True}

@@ -1,0 +1,66 @@
+"""Debian's kcat (librdkafka 2.0.2): metadata, produce with keys/headers/compression, consume, offset query."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.conftest import BrokerProcess, unique_topic
+
+from .helpers import consume, create_topic
+
+KCAT = shutil.which("kcat")
+pytestmark = [pytest.mark.kcat, pytest.mark.skipif(KCAT is None, reason="kcat is not installed")]
+
+
+def kcat(broker: BrokerProcess, *args: str, stdin: str | None = None) -> str:
+    result = subprocess.run([KCAT or "kcat", "-b", broker.bootstrap, *args], input=stdin, capture_output=True,
+                            text=True, timeout=30, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_metadata_json(broker: BrokerProcess) -> None:
+    topic = unique_topic("kcatmeta")
+    create_topic(broker.bootstrap, topic, 3)
+    metadata = json.loads(kcat(broker, "-L", "-J"))
+    assert metadata["brokers"] == [{"id": 1, "name": broker.bootstrap}]
+    [entry] = [t for t in metadata["topics"] if t["topic"] == topic]
+    assert [p["partition"] for p in entry["partitions"]] == [0, 1, 2]
+    assert all(p["leader"] == 1 for p in entry["partitions"])
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_produce_and_consume(broker: BrokerProcess, codec: str) -> None:
+    topic = unique_topic(f"kcat{codec}")
+    lines = "".join(f"key{i}:value-{i}\n" for i in range(50))
+    kcat(broker, "-P", "-t", topic, "-K:", "-z", codec, "-H", "origin=kcat", stdin=lines)
+    out = kcat(broker, "-C", "-t", topic, "-o", "beginning", "-e", "-J")
+    messages = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert [(m["offset"], m["key"], m["payload"]) for m in messages] == [
+        (i, f"key{i}", f"value-{i}") for i in range(50)]
+    assert messages[0]["headers"] == ["origin", "kcat"]
+    assert [r.value for r in consume(broker.bootstrap, topic, 50)] == [f"value-{i}".encode() for i in range(50)]
+
+
+def test_consume_from_offset(broker: BrokerProcess) -> None:
+    topic = unique_topic("kcatoff")
+    kcat(broker, "-P", "-t", topic, stdin="".join(f"m{i}\n" for i in range(10)))
+    out = kcat(broker, "-C", "-t", topic, "-o", "7", "-e", "-f", "%o=%s\\n")
+    assert out.splitlines() == ["7=m7", "8=m8", "9=m9"]
+
+
+def test_offset_query_by_timestamp(broker: BrokerProcess) -> None:
+    topic = unique_topic("kcatq")
+    create_topic(broker.bootstrap, topic)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    base = 1_700_000_000_000
+    for i in range(3):
+        producer.produce(topic, value=b"x", timestamp=base + i * 1000)
+    assert producer.flush(10) == 0
+    out = kcat(broker, "-Q", "-t", f"{topic}:0:{base + 1500}")
+    assert out.split() == [topic, "[0]", "offset", "2"]
