@@ -42,6 +42,7 @@ async def _serve(config: BrokerConfig) -> int:
         return 1
     loop = asyncio.get_running_loop()
     stopping = False
+    shutdown_tasks: list[asyncio.Task[None]] = []
 
     def on_signal(signum: int) -> None:
         nonlocal stopping
@@ -50,7 +51,7 @@ async def _serve(config: BrokerConfig) -> int:
             os._exit(1)
         stopping = True
         log.info("shutting down", signal=signal.Signals(signum).name)
-        loop.create_task(server.shutdown())
+        shutdown_tasks.append(loop.create_task(server.shutdown()))
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)

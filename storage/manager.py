@@ -164,7 +164,8 @@ class LogManager:
     def _create_partition(self, meta: TopicMeta, partition: int) -> None:
         log = self._new_log(meta, partition)
         log.open(recovery_point=0, log_start_offset=0, clean=True)
-        write_atomically(log.dir / "partition.metadata", f"version: 0\ntopic_id: {kafka_uuid(meta.topic_id)}\n".encode())
+        metadata = f"version: 0\ntopic_id: {kafka_uuid(meta.topic_id)}\n"
+        write_atomically(log.dir / "partition.metadata", metadata.encode())
         write_atomically(log.dir / "leader-epoch-checkpoint", f"0\n1\n{log.leader_epoch} 0\n".encode())
         self._logs[(meta.name, partition)] = log
 

@@ -29,7 +29,8 @@ def batch(values: list[bytes], ts: int = NOW) -> bytes:
     return build_batch([Record(None, v, (), ts + i) for i, v in enumerate(values)])
 
 
-def open_log(path: Path, config: LogConfig | None = None, *, clean: bool = True, recovery_point: int = 0) -> PartitionLog:
+def open_log(path: Path, config: LogConfig | None = None, *, clean: bool = True,
+             recovery_point: int = 0) -> PartitionLog:
     log = PartitionLog(path, "t", 0, config or LogConfig(), NOW)
     log.open(recovery_point=recovery_point, log_start_offset=0, clean=clean)
     return log
