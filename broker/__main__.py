@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import os
-import signal
 import sys
-from pathlib import Path
 
-import structlog
+# kio registers Hypothesis strategies for its types whenever Hypothesis is importable (~130 ms) and
+# structlog pulls in rich for pretty tracebacks (~40 ms). A broker process needs neither, so their
+# imports are made to fail before anything imports them; both libraries fall back as they do when
+# the packages are absent. Only this entry point does this: tests importing the package are unaffected.
+for _unwanted in ("hypothesis", "rich"):
+    sys.modules.setdefault(_unwanted, None)  # type: ignore[arg-type]
 
-from .config import BrokerConfig, ConfigError, build_config
-from .logsetup import configure_logging
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import structlog  # noqa: E402
+
+from .config import BrokerConfig, ConfigError, build_config  # noqa: E402
+from .logsetup import configure_logging  # noqa: E402
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -19,8 +19,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-import crc32c as _crc32c
-
 from .errors import CorruptRecord, UnsupportedCompression
 
 HEADER_SIZE = 61
@@ -43,6 +41,15 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
+
+
+def crc32c(data: bytes | bytearray | memoryview) -> int:  # noqa: F811 - rebinds itself to the native function
+    """CRC32C; the native module is imported on first use, which keeps it off the start-up path."""
+    global crc32c
+    from crc32c import crc32c as native
+
+    crc32c = native
+    return native(data)
 
 
 class Compression(IntEnum):
@@ -138,7 +145,7 @@ class BatchHeader:
 
 def crc_of(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> int:
     view = memoryview(buf)[pos + _ATTRIBUTES_OFFSET : pos + header.size]
-    return _crc32c.crc32c(view)
+    return crc32c(view)
 
 
 def is_crc_valid(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bool:
@@ -184,7 +191,7 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, header: BatchHead
     """Switch the batch to LogAppendTime with `timestamp_ms`, recomputing the CRC as Kafka does."""
     struct.pack_into(">h", buf, pos + _ATTRIBUTES_OFFSET, header.attributes | TIMESTAMP_TYPE_MASK)
     _INT64.pack_into(buf, pos + _MAX_TIMESTAMP_OFFSET, timestamp_ms)
-    crc = _crc32c.crc32c(memoryview(buf)[pos + _ATTRIBUTES_OFFSET : pos + header.size])
+    crc = crc32c(memoryview(buf)[pos + _ATTRIBUTES_OFFSET : pos + header.size])
     struct.pack_into(">I", buf, pos + _CRC_OFFSET, crc)
 
 
@@ -334,7 +341,7 @@ def build_batch(
     tail = struct.pack(
         ">hiqqqhii", attributes, last_delta, first_ts, max_ts, producer_id, producer_epoch, base_sequence, len(records)
     ) + payload
-    crc = _crc32c.crc32c(tail)
+    crc = crc32c(tail)
     batch_length = 4 + 1 + 4 + len(tail)
     return struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, MAGIC_V2, crc) + tail
 

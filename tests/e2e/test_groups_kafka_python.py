@@ -208,7 +208,7 @@ CHILD = textwrap.dedent("""
     c = KafkaConsumer(sys.argv[3], bootstrap_servers=sys.argv[1], group_id=sys.argv[2],
                       session_timeout_ms=3000, heartbeat_interval_ms=300, metadata_max_age_ms=1000)
     while True:
-        c.poll(timeout_ms=100)
+        c.poll(timeout_ms=2000)
 """)
 
 
