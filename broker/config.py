@@ -60,6 +60,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("offsets.retention.ms", "int", "604800000", "Offsets of an empty group expire after this long."),
     ("offsets.retention.check.interval.ms", "long", "600000", "How often expired offsets are removed."),
     ("offset.metadata.max.bytes", "int", "4096", "Largest metadata string of a committed offset."),
+    ("producer.id.expiration.ms", "int", "86400000", "Idle time after which a producer id's state is dropped."),
+    ("producer.id.expiration.check.interval.ms", "int", "600000", "How often expired producer ids are dropped."),
     ("connections.max.idle.ms", "long", "600000", "Idle connections are closed after this long."),
     ("cluster.id", "string", None, "Cluster id; generated and kept in meta.properties if unset."),
     ("shutdown.timeout.ms", "long", "10000", "minikafka: how long in-flight requests may finish on shutdown."),
@@ -142,6 +144,8 @@ class BrokerConfig:
     transaction_state_log_num_partitions: int = 50
     group_initial_rebalance_delay_ms: int = 0
     connections_max_idle_ms: int = 600000
+    producer_id_expiration_ms: int = 86400000
+    producer_id_expiration_check_interval_ms: int = 600000
     shutdown_timeout_ms: int = 10000
     cluster_id: str | None = None
     log_defaults: LogConfig = field(default_factory=LogConfig)
@@ -216,6 +220,8 @@ def build_config(
         transaction_state_log_num_partitions=int(get("transaction.state.log.num.partitions")),
         group_initial_rebalance_delay_ms=int(get("group.initial.rebalance.delay.ms")),
         connections_max_idle_ms=int(get("connections.max.idle.ms")),
+        producer_id_expiration_ms=int(get("producer.id.expiration.ms")),
+        producer_id_expiration_check_interval_ms=int(get("producer.id.expiration.check.interval.ms")),
         shutdown_timeout_ms=int(get("shutdown.timeout.ms")),
         cluster_id=props.get("cluster.id"),
         log_defaults=log_defaults,

@@ -8,7 +8,6 @@ socket buffer meanwhile.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import TYPE_CHECKING
 
 import structlog
@@ -46,7 +45,7 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.busy = False
         self.closing = False
-        self.last_active = time.monotonic()
+        self.last_active = services.clock.monotonic()
 
     def _context(self, api_key: int, api_version: int, correlation_id: int, client_id: str | None) -> RequestContext:
         return RequestContext(
@@ -62,7 +61,7 @@ class Connection:
                 if frame is None:
                     return
                 self.busy = True
-                self.last_active = time.monotonic()
+                self.last_active = self.services.clock.monotonic()
                 try:
                     response = await dispatch(frame, self._context)
                 finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import time
+from collections.abc import Callable
 
 import structlog
 from minikafka.coordinator.producer_ids import ProducerIdManager
@@ -68,31 +68,43 @@ class BrokerServer:
         finally:
             self._connections.pop(connection_id, None)
 
-    async def _maintain(self) -> None:
-        """Retention, checkpoints and idle-connection sweeps, each on its own interval."""
+    def _periodic_jobs(self) -> list[tuple[str, float, Callable[[], None]]]:
+        """(name, interval in seconds, job) for the background maintenance loop."""
         assert self.services is not None
         config = self.config
         logs = self.services.logs
-        next_retention = next_checkpoint = time.monotonic() + config.initial_task_delay_ms / 1000
+        return [
+            ("retention", config.retention_check_interval_ms / 1000, logs.run_retention),
+            ("checkpoint", config.checkpoint_interval_ms / 1000, logs.checkpoint),
+            ("producer expiry", config.producer_id_expiration_check_interval_ms / 1000,
+             lambda: logs.remove_expired_producers(config.producer_id_expiration_ms)),
+            ("idle connections", 1.0, self._close_idle_connections),
+        ]
+
+    async def _maintain(self) -> None:
+        """Run each periodic job on its own interval, after Kafka's initial task delay."""
+        jobs = self._periodic_jobs()
+        first_run = self.clock.monotonic() + self.config.initial_task_delay_ms / 1000
+        due = {name: first_run for name, _interval, _job in jobs}
+        tick = min(1.0, *(interval for _name, interval, _job in jobs))
         while True:
-            await asyncio.sleep(min(1.0, config.retention_check_interval_ms / 1000))
-            now = time.monotonic()
-            if now >= next_retention:
-                next_retention = now + config.retention_check_interval_ms / 1000
+            await asyncio.sleep(tick)
+            now = self.clock.monotonic()
+            for name, interval, job in jobs:
+                if now < due[name]:
+                    continue
+                due[name] = now + interval
                 try:
-                    logs.run_retention()
+                    job()
                 except Exception:
-                    _log.exception("retention failed")
-            if now >= next_checkpoint:
-                next_checkpoint = now + config.checkpoint_interval_ms / 1000
-                try:
-                    logs.checkpoint()
-                except Exception:
-                    _log.exception("checkpoint failed")
-            idle_limit = config.connections_max_idle_ms / 1000
-            for connection, task in list(self._connections.values()):
-                if not connection.busy and now - connection.last_active > idle_limit:
-                    task.cancel()
+                    _log.exception("maintenance job failed", job=name)
+
+    def _close_idle_connections(self) -> None:
+        now = self.clock.monotonic()
+        idle_limit = self.config.connections_max_idle_ms / 1000
+        for connection, task in list(self._connections.values()):
+            if not connection.busy and now - connection.last_active > idle_limit:
+                task.cancel()
 
     async def shutdown(self) -> None:
         """Stop accepting, let in-flight requests finish (bounded), then flush and close the logs."""

@@ -83,6 +83,9 @@ class PartitionLog:
         self._bases = [s.base_offset for s in self.segments]
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self._load_producer_state()
+        if not clean:
+            # As Kafka's LogLoader: snapshot the rebuilt state so the next start replays less.
+            self.producer_state.take_snapshot(self.log_end_offset)
         return truncated
 
     def _load_producer_state(self) -> None:
@@ -293,6 +296,10 @@ class PartitionLog:
         if deleted:
             self.producer_state.truncate_and_reload(self.log_start_offset, self.log_end_offset)
         return deleted
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget producers idle past producer.id.expiration.ms (their next batch may use any sequence)."""
+        return self.producer_state.remove_expired(now_ms, expiration_ms)
 
     # --- lifecycle -----------------------------------------------------------------------
 

@@ -258,6 +258,13 @@ class LogManager:
         if changed:
             self._write_log_starts()
 
+    def remove_expired_producers(self, expiration_ms: int) -> None:
+        now = self.clock.now_ms()
+        for (topic, partition), log in self._logs.items():
+            expired = log.remove_expired_producers(now, expiration_ms)
+            if expired:
+                _log.info("expired producer ids", topic=topic, partition=partition, producer_ids=expired)
+
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         log = self._logs.get((topic, partition))
         if log is None:

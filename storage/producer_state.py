@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -246,7 +245,3 @@ def read_snapshot(path: Path) -> dict[int, ProducerStateEntry]:
             entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset, delta, ts))
         entries[pid] = entry
     return entries
-
-
-def active_producers(manager: ProducerStateManager) -> Iterable[ProducerStateEntry]:
-    return manager.entries.values()

@@ -20,6 +20,7 @@ HANDLER_MODULES = (
     "offset_for_leader_epoch",
     "delete_records",
     "init_producer_id",
+    "describe_producers",
     "find_coordinator",
     "join_group",
     "sync_group",

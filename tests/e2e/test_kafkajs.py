@@ -59,3 +59,10 @@ def test_delete_topic(broker: BrokerProcess) -> None:
     topic = unique_topic("kjsdel")
     create_topic(broker.bootstrap, topic)
     assert run_js("delete_topic.js", broker.bootstrap, topic) == {"gone": True}
+
+
+def test_idempotent_producer(broker: BrokerProcess) -> None:
+    topic = unique_topic("kjsidem")
+    create_topic(broker.bootstrap, topic)
+    assert run_js("idempotent.js", broker.bootstrap, topic, "3000") == {"sent": 3000}
+    assert [int(r.value) for r in consume(broker.bootstrap, topic, 3000)] == list(range(3000))  # type: ignore[arg-type]

@@ -320,3 +320,54 @@ def test_old_timestamps_do_not_roll_every_batch(tmp_path: Path) -> None:
     for i in range(5):
         log.append(batch([b"x"], ts=old + i), NOW)
     assert len(log.segments) == 1
+
+
+def idempotent_batch(pid: int, epoch: int, seq: int, values: list[bytes]) -> bytes:
+    return build_batch([Record(None, v, (), NOW) for v in values], producer_id=pid, producer_epoch=epoch,
+                       base_sequence=seq)
+
+
+def test_retried_batch_returns_the_original_offsets(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    first = log.append(idempotent_batch(7, 0, 0, [b"a", b"b"]), NOW)
+    log.append(idempotent_batch(7, 0, 2, [b"c"]), NOW)
+    retry = log.append(idempotent_batch(7, 0, 0, [b"a", b"b"]), NOW)
+    assert retry.duplicate and (retry.base_offset, retry.last_offset) == (first.base_offset, first.last_offset)
+    assert log.log_end_offset == 3
+
+
+def test_sequence_gap_is_rejected_without_writing(tmp_path: Path) -> None:
+    from minikafka.storage.producer_state import OutOfOrderSequence
+
+    log = open_log(tmp_path / "t-0")
+    log.append(idempotent_batch(7, 0, 0, [b"a"]), NOW)
+    with pytest.raises(OutOfOrderSequence):
+        log.append(idempotent_batch(7, 0, 5, [b"x"]), NOW)
+    assert log.log_end_offset == 1
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_producer_state_survives_reopen(tmp_path: Path, clean: bool) -> None:
+    directory = tmp_path / "t-0"
+    log = open_log(directory)
+    for seq in range(4):
+        log.append(idempotent_batch(9, 1, seq, [str(seq).encode()]), NOW)
+    if clean:
+        log.close()
+    else:
+        for segment in log.segments:
+            segment.close()
+    again = open_log(directory, clean=clean)
+    retry = again.append(idempotent_batch(9, 1, 3, [b"3"]), NOW)
+    assert retry.duplicate and retry.base_offset == 3
+    again.append(idempotent_batch(9, 1, 4, [b"4"]), NOW)
+    assert again.log_end_offset == 5
+    assert list(directory.glob("*.snapshot"))
+
+
+def test_producer_expiry(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    log.append(idempotent_batch(11, 0, 0, [b"a"]), NOW)
+    assert log.remove_expired_producers(NOW + 1000, 86_400_000) == []
+    assert log.remove_expired_producers(NOW + 86_400_000, 86_400_000) == [11]
+    log.append(idempotent_batch(11, 0, 42, [b"b"]), NOW)  # KIP-360: no state, any sequence

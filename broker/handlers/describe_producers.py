@@ -1,0 +1,53 @@
+"""DescribeProducers (KIP-664): v0.
+
+Behavior: for each requested partition led by this node, the producers with state there: id,
+epoch, last sequence, last batch timestamp, coordinator epoch and the first offset of the open
+transaction (-1 when none). Unknown partitions are UNKNOWN_TOPIC_OR_PARTITION; a partition led by
+another node is NOT_LEADER_OR_FOLLOWER.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.protocol.api_keys import ApiKey, VersionRange
+from minikafka.protocol.build import build
+from minikafka.protocol.errors import ErrorCode, KafkaError
+
+from ..context import RequestContext
+from .common import error_fields, partition_log, response_of
+
+API_KEY = ApiKey.DESCRIBE_PRODUCERS
+VERSIONS = VersionRange(0, 0)
+
+
+def _producers(ctx: RequestContext, topic: str, partition: int) -> list[dict[str, Any]]:
+    if ctx.services.cluster.leader_of(topic, partition) != ctx.node.node_id:
+        raise KafkaError(f"{topic}-{partition} is led by another node", code=ErrorCode.not_leader_or_follower)
+    log = partition_log(ctx, topic, partition)
+    return [
+        {
+            "producer_id": entry.producer_id,
+            "producer_epoch": entry.epoch,
+            "last_sequence": entry.last_seq,
+            "last_timestamp": entry.last_timestamp,
+            "coordinator_epoch": entry.coordinator_epoch,
+            "current_txn_start_offset": entry.current_txn_first_offset,
+        }
+        for entry in log.producer_state.entries.values()
+    ]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for index in topic.partition_indexes:
+            entry: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.none, "error_message": None}
+            try:
+                entry["active_producers"] = _producers(ctx, topic.name, index)
+            except KafkaError as exc:
+                entry.update(error_fields(exc))
+            partitions.append(entry)
+        topics.append({"name": topic.name, "partitions": partitions})
+    return build(response_of(request), throttle_time=0, topics=topics)
