@@ -1,9 +1,11 @@
-"""Wiring of the group coordinator: broker properties -> GroupConfig."""
+"""Wiring of the group coordinator: broker properties -> GroupConfig, its stdlib logs -> structlog."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import structlog
 from minikafka.coordinator.group import GroupConfig, GroupCoordinator
 
 from .config import BROKER_CONFIGS, BrokerConfig
@@ -27,8 +29,24 @@ def group_config(config: BrokerConfig) -> GroupConfig:
     )
 
 
+class _ToStructlog(logging.Handler):
+    """The coordinator layer logs with stdlib logging (it may not import structlog); forward it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        structlog.get_logger(record.name).log(record.levelno, record.getMessage())
+
+
+def _forward_coordinator_logs() -> None:
+    logger = logging.getLogger("minikafka.coordinator")
+    if not any(isinstance(h, _ToStructlog) for h in logger.handlers):
+        logger.addHandler(_ToStructlog())
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
 def make_group_coordinator(config: BrokerConfig, logs: Any, clock: Any) -> GroupCoordinator:
     """Build the coordinator and replay `__consumer_offsets`; its timers start with `start()`."""
+    _forward_coordinator_logs()
     coordinator = GroupCoordinator(logs, clock, group_config(config))
     coordinator.load()
     return coordinator

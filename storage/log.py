@@ -154,13 +154,15 @@ class PartitionLog:
             duplicate = entry.find_duplicate(header.producer_epoch, header.base_sequence,
                                              header.last_sequence) if entry else None
             if duplicate is not None and len(batches) == 1:
-                return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, self.log_start_offset,
-                                    duplicate=True)
+                # Kafka answers a retry with the original batch's offsets and (LogAppendTime) timestamp.
+                append_time = duplicate.timestamp if self.config.message_timestamp_type == "LogAppendTime" else -1
+                return AppendResult(duplicate.first_offset, duplicate.last_offset, append_time,
+                                    self.log_start_offset, duplicate=True)
             info = updates.get(header.producer_id) or self.producer_state.prepare_update(header.producer_id)
             count = header.last_offset_delta + 1
+            timestamp = now_ms if self.config.message_timestamp_type == "LogAppendTime" else header.max_timestamp
             info.append_data_batch(header.producer_epoch, header.base_sequence, header.last_sequence,
-                                   header.max_timestamp, next_offset, next_offset + count - 1,
-                                   header.is_transactional)
+                                   timestamp, next_offset, next_offset + count - 1, header.is_transactional)
             updates[header.producer_id] = info
             next_offset += count
         return self._write(records, batches, now_ms, updates)

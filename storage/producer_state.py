@@ -23,12 +23,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import crc32c as _crc32c
+import structlog
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 NO_EPOCH = -1
 NO_SEQUENCE = -1
 NUM_BATCHES_TO_RETAIN = 5
 INT32_MAX = 2**31 - 1
+
+_log = structlog.get_logger("minikafka.storage")
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
@@ -217,7 +220,9 @@ class ProducerStateManager:
             try:
                 self.entries = read_snapshot(path)
                 return offset
-            except CorruptSnapshot:
+            except CorruptSnapshot as exc:
+                _log.warning("ignoring corrupt producer snapshot; rebuilding from the log", path=str(path),
+                             reason=str(exc))
                 path.unlink(missing_ok=True)
         self.entries = {}
         return None
