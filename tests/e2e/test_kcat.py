@@ -64,3 +64,34 @@ def test_offset_query_by_timestamp(broker: BrokerProcess) -> None:
     assert producer.flush(10) == 0
     out = kcat(broker, "-Q", "-t", f"{topic}:0:{base + 1500}")
     assert out.split() == [topic, "[0]", "offset", "2"]
+
+
+def test_consumer_offsets_topic_holds_kafka_format_records(broker: BrokerProcess) -> None:
+    """A committed offset is an OffsetCommitKey v1 / OffsetCommitValue v3 record any client can read."""
+    import struct
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    from minikafka.coordinator.hashing import partition_for
+
+    topic = unique_topic("kcatco")
+    group = unique_topic("kcatgroup")
+    create_topic(broker.bootstrap, topic)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 42)], asynchronous=False)
+    consumer.close()
+    partition = partition_for(group, 50)
+    out = subprocess.run([KCAT or "kcat", "-b", broker.bootstrap, "-C", "-t", "__consumer_offsets", "-p",
+                          str(partition), "-o", "beginning", "-e", "-f", "%k\\t%s\\n"],
+                         capture_output=True, timeout=30, check=True).stdout
+    lines = [line for line in out.split(b"\n") if group.encode() in line and topic.encode() in line]
+    assert lines, out
+    key, _tab, value = lines[-1].partition(b"\t")
+    expected_key = struct.pack(">hh", 1, len(group)) + group.encode() + struct.pack(">h", len(topic)) \
+        + topic.encode() + struct.pack(">i", 0)
+    assert key == expected_key
+    version, offset, leader_epoch, metadata_length = struct.unpack_from(">hqih", value)
+    assert (version, offset, metadata_length) == (3, 42, 0)
+    assert leader_epoch == -1
+    (commit_timestamp,) = struct.unpack_from(">q", value, 16)
+    assert commit_timestamp > 1_600_000_000_000
