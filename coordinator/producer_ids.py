@@ -8,8 +8,9 @@ is handed out; after a crash the next block starts past it, skipping at most one
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from minikafka.storage.checkpoint import write_atomically
 
 BLOCK_SIZE = 1000
 FILE_NAME = "producer-id-block.json"
@@ -34,10 +35,5 @@ class ProducerIdManager:
 
     def _persist_block_end(self, end: int) -> None:
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._path.with_suffix(".tmp")
-        with open(tmp, "w") as handle:
-            json.dump({"version": 1, "next_block_start": end}, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self._path)
+        write_atomically(self._path, json.dumps({"version": 1, "next_block_start": end}).encode())
         self._block_end = end

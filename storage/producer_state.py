@@ -16,7 +16,6 @@ in Kafka, so after a restart the de-duplication window is one batch until new ap
 
 from __future__ import annotations
 
-import os
 import struct
 from collections import deque
 from dataclasses import dataclass, field, replace
@@ -25,6 +24,8 @@ from pathlib import Path
 import crc32c as _crc32c
 import structlog
 from minikafka.protocol.errors import ErrorCode, KafkaError
+
+from .checkpoint import write_atomically
 
 NO_EPOCH = -1
 NO_SEQUENCE = -1
@@ -185,12 +186,7 @@ class ProducerStateManager:
         crc = _crc32c.crc32c(bytes(body))
         data = struct.pack(">hI", SNAPSHOT_VERSION, crc) + body
         path = self.snapshot_path(offset)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        write_atomically(path, data)
         return path
 
     def snapshot_offsets(self) -> list[int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -48,7 +49,8 @@ def confluent_idempotent(bootstrap: str) -> Producer:
                      "queue.buffering.max.messages": 200_000})
 
 
-def produce_numbered(producer: Producer, topic: str, numbers: range, failures: list) -> None:
+def produce_numbered(producer: Producer, topic: str, numbers: range, failures: list,
+                     on_delivered: Callable[[object, object], None] | None = None) -> None:
     def report(err: object, _msg: object) -> None:
         if err is not None:
             failures.append(err)
@@ -56,12 +58,12 @@ def produce_numbered(producer: Producer, topic: str, numbers: range, failures: l
     for number in numbers:
         while True:
             try:
-                producer.produce(topic, str(number).encode(), partition=number % PARTITIONS, on_delivery=report)
+                producer.produce(topic, str(number).encode(), partition=number % PARTITIONS,
+                                 on_delivery=on_delivered or report)
                 break
             except BufferError:
                 producer.poll(0.05)
-        if number % 1000 == 0:
-            producer.poll(0)
+        producer.poll(0)
 
 
 def test_confluent_idempotent_through_dropped_responses(proxied: tuple[BrokerProcess, FaultProxy]) -> None:
@@ -115,14 +117,7 @@ def test_confluent_idempotent_across_broker_restart(broker: BrokerProcess, hard:
         poll_until(lambda: delivered[0] >= MESSAGES // 3, timeout=60, message="deliveries before restart"),
         broker.restart(hard=hard)))
     restarter.start()
-    for number in range(MESSAGES):
-        while True:
-            try:
-                producer.produce(topic, str(number).encode(), partition=number % PARTITIONS, on_delivery=count)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        producer.poll(0)
+    produce_numbered(producer, topic, range(MESSAGES), failures, on_delivered=count)
     for _ in range(1200):
         if not restarter.is_alive():
             break

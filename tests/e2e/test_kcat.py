@@ -71,7 +71,6 @@ def test_consumer_offsets_topic_holds_kafka_format_records(broker: BrokerProcess
     import struct
 
     from confluent_kafka import Consumer, TopicPartition
-
     from minikafka.coordinator.hashing import partition_for
 
     topic = unique_topic("kcatco")
