@@ -21,9 +21,9 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import crc32c as _crc32c
 import structlog
 from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.records import crc32c
 
 from .checkpoint import write_atomically
 
@@ -183,7 +183,7 @@ class ProducerStateManager:
                 entry.producer_id, entry.epoch, last.last_seq if last else NO_SEQUENCE,
                 last.last_offset if last else -1, last.offset_delta if last else 0,
                 entry.last_timestamp, entry.coordinator_epoch, entry.current_txn_first_offset)
-        crc = _crc32c.crc32c(bytes(body))
+        crc = crc32c(bytes(body))
         data = struct.pack(">hI", SNAPSHOT_VERSION, crc) + body
         path = self.snapshot_path(offset)
         write_atomically(path, data)
@@ -231,7 +231,7 @@ def read_snapshot(path: Path) -> dict[int, ProducerStateEntry]:
     version, crc, count = _SNAPSHOT_HEAD.unpack_from(data, 0)
     if version != SNAPSHOT_VERSION:
         raise CorruptSnapshot(f"{path}: version {version}")
-    if _crc32c.crc32c(data[6:]) != crc:
+    if crc32c(data[6:]) != crc:
         raise CorruptSnapshot(f"{path}: CRC mismatch")
     if count < 0 or len(data) != _SNAPSHOT_HEAD.size + count * _SNAPSHOT_ENTRY.size:
         raise CorruptSnapshot(f"{path}: {count} entries do not match the file size")
