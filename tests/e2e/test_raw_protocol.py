@@ -133,3 +133,65 @@ def test_acks_0_produce_gets_no_response(broker: BrokerProcess) -> None:
     wire.send(encode_request(2, ApiVersionsV0()))
     assert decode_response(wire.receive(), 18, 0)[0] == 2, "the next frame read answers the next request"
     wire.close()
+
+
+def _round_trip(broker: BrokerProcess, request: object, api_key: int, version: int) -> object:
+    wire = Wire(broker)
+    try:
+        wire.send(encode_request(1, request))
+        return decode_response(wire.receive(), api_key, version)[1]
+    finally:
+        wire.close()
+
+
+def test_fetch_out_of_range_and_offset_for_leader_epoch(broker: BrokerProcess) -> None:
+    from datetime import timedelta
+
+    from confluent_kafka import Producer
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+    from kio.schema.offset_for_leader_epoch.v4.request import (
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderPartition,
+        OffsetForLeaderTopic,
+    )
+
+    topic = unique_topic("raw")
+    create_topic(broker.bootstrap, topic)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(3):
+        producer.produce(topic, value=str(i).encode())
+    assert producer.flush(10) == 0
+
+    def fetch(offset: int) -> object:
+        request = FetchRequest(max_wait=timedelta(milliseconds=10), min_bytes=1, max_bytes=1 << 20,
+                               isolation_level=0, session_id=0, session_epoch=-1, topics=(
+                                   FetchTopic(topic=topic, partitions=(FetchPartition(
+                                       partition=0, fetch_offset=offset, partition_max_bytes=1 << 20,
+                                       log_start_offset=-1),)),), forgotten_topics_data=(), rack_id="")
+        return _round_trip(broker, request, 1, 12).responses[0].partitions[0]  # type: ignore[attr-defined]
+
+    beyond = fetch(99)
+    # OFFSET_OUT_OF_RANGE, with the watermarks unknown (-1) as Kafka answers a failed partition read
+    assert (beyond.error_code, beyond.high_watermark, beyond.log_start_offset) == (1, -1, -1)
+    at_end = fetch(3)
+    assert at_end.error_code == 0 and at_end.records == b""  # empty, never null, for librdkafka
+    data = fetch(1)
+    assert data.high_watermark == 3 and data.records  # the batch holding offset 1
+
+    epochs = OffsetForLeaderEpochRequest(replica_id=-1, topics=(OffsetForLeaderTopic(topic=topic, partitions=(
+        OffsetForLeaderPartition(partition=0, current_leader_epoch=0, leader_epoch=0),)),))
+    answer = _round_trip(broker, epochs, 23, 4).topics[0].partitions[0]  # type: ignore[attr-defined]
+    assert (answer.error_code, answer.leader_epoch, answer.end_offset) == (0, 0, 3)
+    newer = OffsetForLeaderEpochRequest(replica_id=-1, topics=(OffsetForLeaderTopic(topic=topic, partitions=(
+        OffsetForLeaderPartition(partition=0, current_leader_epoch=5, leader_epoch=5),)),))
+    assert _round_trip(broker, newer, 23, 4).topics[0].partitions[0].error_code == 75  # UNKNOWN_LEADER_EPOCH
+
+
+def test_describe_cluster(broker: BrokerProcess) -> None:
+    from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+
+    response = _round_trip(broker, DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                          endpoint_type=1), 60, 1)
+    assert response.error_code == 0 and response.controller_id == 1  # type: ignore[attr-defined]
+    assert [(b.broker_id, b.port) for b in response.brokers] == [(1, broker.port)]  # type: ignore[attr-defined]
+    assert response.cluster_id  # type: ignore[attr-defined]
