@@ -2,6 +2,8 @@
 
 `.index`: 8-byte entries (int32 offset relative to the segment base, int32 file position).
 `.timeindex`: 12-byte entries (int64 timestamp, int32 relative offset).
+`.txnindex`: 34-byte entries (int16 version 0, int64 producer id, first offset, last offset, last
+stable offset), one per aborted transaction, in the segment where its ABORT marker landed.
 Kafka preallocates both files to segment.index.bytes and trims them on roll; minikafka appends
 entries instead, so the files hold exactly the entries (the same bytes Kafka's trimmed files hold).
 Entries are kept in memory too: lookups are a bisect, never a file read.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 
 _OFFSET_ENTRY = struct.Struct(">ii")
@@ -146,3 +149,57 @@ class TimeIndex(_AppendOnlyIndex):
     def reset(self) -> None:
         super().reset()
         self.timestamps, self.offsets = [], []
+
+
+_ABORTED_TXN = struct.Struct(">hqqqq")
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """A `.txnindex` entry (Kafka's AbortedTxn, version 0, 34 bytes)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+class TransactionIndex(_AppendOnlyIndex):
+    """Aborted transactions whose ABORT marker was written in this segment."""
+
+    entry = _ABORTED_TXN
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.aborted: list[AbortedTxn] = []
+
+    def load(self) -> bool:
+        entries = self._read_entries()
+        if entries is None:
+            return not self.path.exists()  # no file simply means no aborted transactions
+        if any(fields[0] != 0 for fields in entries):
+            return False
+        self.aborted = [AbortedTxn(*fields[1:]) for fields in entries]
+        return True
+
+    def _read_entries(self) -> list[tuple[int, ...]] | None:  # type: ignore[override]
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        if len(data) % _ABORTED_TXN.size:
+            return None
+        return [_ABORTED_TXN.unpack_from(data, pos) for pos in range(0, len(data), _ABORTED_TXN.size)]
+
+    def append(self, txn: AbortedTxn) -> None:
+        self.aborted.append(txn)
+        self._write(_ABORTED_TXN.pack(0, txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset))
+
+    def reset(self) -> None:
+        if self.path.exists():
+            super().reset()
+        self.aborted = []
+
+    def overlapping(self, start: int, end: int) -> list[AbortedTxn]:
+        """Entries that may hold records in [start, end): Kafka's TransactionIndex.collectAbortedTxns."""
+        return [t for t in self.aborted if t.last_offset >= start and t.first_offset < end]

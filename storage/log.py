@@ -13,7 +13,11 @@ from pathlib import Path
 
 from minikafka.protocol.records import (
     BatchHeader,
+    ControlType,
+    build_control_batch,
+    decode_batch,
     iter_batches,
+    parse_control_record,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
@@ -21,7 +25,8 @@ from minikafka.protocol.records import (
 
 from .config import LogConfig
 from .errors import OffsetOutOfRange, RecordTooLarge
-from .producer_state import ProducerAppendInfo, ProducerStateManager
+from .index import AbortedTxn
+from .producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
 from .segment import LOG_SUFFIX, LogSegment
 
 
@@ -82,30 +87,52 @@ class PartitionLog:
                                             self._now_ms))
         self._bases = [s.base_offset for s in self.segments]
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
-        self._load_producer_state()
+        stale = [segment.base_offset for segment in self.segments if segment.needs_txn_rebuild]
+        self._load_producer_state(rebuild_txn_index_from=min(stale) if stale else None)
         if not clean:
             # As Kafka's LogLoader: snapshot the rebuilt state so the next start replays less.
             self.producer_state.take_snapshot(self.log_end_offset)
         return truncated
 
-    def _load_producer_state(self) -> None:
-        """Newest snapshot at or below the log end, then replay the batches after it (Kafka's order)."""
+    def _load_producer_state(self, rebuild_txn_index_from: int | None) -> None:
+        """Newest snapshot at or below where replay must start, then replay the batches after it
+        (Kafka's order). Segments whose `.txnindex` was lost get it rebuilt from the markers."""
         state = self.producer_state
         end = self.log_end_offset
         state.delete_snapshots_above(end)
-        loaded = state.load_latest_snapshot(end)
+        loaded = state.load_latest_snapshot(end if rebuild_txn_index_from is None else rebuild_txn_index_from)
         start = loaded if loaded is not None else self.log_start_offset
         for segment in self.segments:
             if segment.next_offset <= start:
                 continue
-            for _pos, header in segment.iter_headers():
-                if header.last_offset < start or header.producer_id < 0 or header.is_control:
+            rebuild = rebuild_txn_index_from is not None and segment.base_offset >= rebuild_txn_index_from
+            if rebuild:
+                segment.txn_index.reset()
+            for pos, header in segment.iter_headers():
+                if header.last_offset < start or header.producer_id < 0:
                     continue
                 info = state.prepare_update(header.producer_id, validate=False)
+                if header.is_control:
+                    marker, coordinator_epoch = parse_control_record(decode_batch(segment.read(pos, header.size))
+                                                                     .records[0])
+                    completed = info.append_end_txn_marker(header.producer_epoch, coordinator_epoch,
+                                                           header.base_offset, marker == ControlType.COMMIT,
+                                                           header.max_timestamp)
+                    state.update(info)
+                    if rebuild and completed.aborted:
+                        segment.txn_index.append(self._aborted_entry(completed))
+                    continue
                 info.append_data_batch(header.producer_epoch, header.base_sequence, header.last_sequence,
                                        header.max_timestamp, header.base_offset, header.last_offset,
                                        header.is_transactional)
                 state.update(info)
+            segment.needs_txn_rebuild = False
+
+    def _aborted_entry(self, completed: CompletedTxn) -> AbortedTxn:
+        """Kafka's lastStableOffset(completedTxn): the oldest other open transaction, else past the marker."""
+        unstable = self.producer_state.first_unstable_offset()
+        last_stable = unstable if unstable is not None else completed.last_offset + 1
+        return AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset, last_stable)
 
     # --- offsets -------------------------------------------------------------------------
 
@@ -123,7 +150,9 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark  # no open transactions until the transaction issue lands
+        """min(first unstable offset, high watermark): read_committed consumers stop here."""
+        unstable = self.producer_state.first_unstable_offset()
+        return self.high_watermark if unstable is None else min(unstable, self.high_watermark)
 
     @property
     def size_bytes(self) -> int:
@@ -159,6 +188,7 @@ class PartitionLog:
                 return AppendResult(duplicate.first_offset, duplicate.last_offset, append_time,
                                     self.log_start_offset, duplicate=True)
             info = updates.get(header.producer_id) or self.producer_state.prepare_update(header.producer_id)
+            info.check_transactional(header.is_transactional)
             count = header.last_offset_delta + 1
             timestamp = now_ms if self.config.message_timestamp_type == "LogAppendTime" else header.max_timestamp
             info.append_data_batch(header.producer_epoch, header.base_sequence, header.last_sequence,
@@ -186,6 +216,32 @@ class PartitionLog:
         for info in updates.values():
             self.producer_state.update(info)
         return AppendResult(base, offset - 1, append_time, self.log_start_offset)
+
+    def append_control(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                       now_ms: int) -> AppendResult:
+        """Write a COMMIT or ABORT marker for the producer's transaction (the WriteTxnMarkers path).
+
+        The marker closes the producer's open transaction here; an aborted one is recorded in the
+        active segment's `.txnindex` so read_committed fetches can tell consumers to skip it.
+        """
+        offset = self.log_end_offset
+        info = self.producer_state.prepare_update(producer_id)
+        completed = info.append_end_txn_marker(producer_epoch, coordinator_epoch, offset, commit, now_ms)
+        marker = build_control_batch(producer_id=producer_id, producer_epoch=producer_epoch,
+                                     control_type=ControlType.COMMIT if commit else ControlType.ABORT,
+                                     coordinator_epoch=coordinator_epoch, timestamp=now_ms, base_offset=offset)
+        header = BatchHeader.parse_header_only(marker, 0)
+        result = self._write(marker, [(0, header)], now_ms, {producer_id: info})
+        if completed.aborted:
+            self.active.txn_index.append(self._aborted_entry(completed))
+        return result
+
+    def collect_aborted(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions that may have records in [start, end), for read_committed fetches."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments[self._segment_index(start):]:
+            found.extend(segment.txn_index.overlapping(start, end))
+        return found
 
     def _maybe_roll(self, incoming: int, first: BatchHeader | None, now_ms: int) -> None:
         """Kafka's LogSegment.shouldRoll: full by size, or spanning more than segment.ms."""

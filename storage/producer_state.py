@@ -52,8 +52,26 @@ class ProducerFenced(KafkaError):
     error_code = ErrorCode.producer_fenced
 
 
+class TransactionCoordinatorFenced(KafkaError):
+    error_code = ErrorCode.transaction_coordinator_fenced
+
+
+class InvalidTxnState(KafkaError):
+    error_code = ErrorCode.invalid_txn_state
+
+
 class CorruptSnapshot(Exception):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction ended on this partition by a marker at `last_offset`."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +160,32 @@ class ProducerAppendInfo:
         if transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = first_offset
 
+    def check_transactional(self, transactional: bool) -> None:
+        """Kafka refuses plain batches from a producer whose transaction is still open."""
+        if self._validate and not transactional and self.entry.current_txn_first_offset >= 0:
+            raise InvalidTxnState(f"producer {self.producer_id} has an open transaction; its batches must be "
+                                  "transactional")
+
+    def append_end_txn_marker(self, epoch: int, coordinator_epoch: int, marker_offset: int, commit: bool,
+                              timestamp: int) -> CompletedTxn:
+        """Apply a COMMIT/ABORT marker: closes the producer's open transaction on this partition."""
+        entry = self.entry
+        if self._validate:
+            if epoch < entry.epoch:
+                raise ProducerFenced(f"marker epoch {epoch} of producer {self.producer_id} is older than "
+                                     f"{entry.epoch}")
+            if coordinator_epoch < entry.coordinator_epoch:
+                raise TransactionCoordinatorFenced(
+                    f"coordinator epoch {coordinator_epoch} is older than {entry.coordinator_epoch}")
+        first_offset = entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else marker_offset
+        if epoch != entry.epoch:
+            entry.batches.clear()
+            entry.epoch = epoch
+        entry.coordinator_epoch = coordinator_epoch
+        entry.current_txn_first_offset = -1
+        entry.last_timestamp = timestamp
+        return CompletedTxn(self.producer_id, first_offset, marker_offset, not commit)
+
 
 class ProducerStateManager:
     def __init__(self, directory: Path) -> None:
@@ -156,6 +200,11 @@ class ProducerStateManager:
 
     def update(self, info: ProducerAppendInfo) -> None:
         self.entries[info.producer_id] = info.entry
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction: the last stable offset can't pass it."""
+        open_txns = [e.current_txn_first_offset for e in self.entries.values() if e.current_txn_first_offset >= 0]
+        return min(open_txns) if open_txns else None
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> list[int]:
         """Forget producers idle longer than producer.id.expiration.ms and with no open transaction."""

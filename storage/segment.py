@@ -14,7 +14,7 @@ from pathlib import Path
 from minikafka.protocol.errors import CorruptRecord
 from minikafka.protocol.records import HEADER_SIZE, BatchHeader, decode_batch, is_crc_valid
 
-from .index import OffsetIndex, TimeIndex
+from .index import OffsetIndex, TimeIndex, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -35,6 +35,7 @@ class LogSegment:
         self.log_path = stem.with_suffix(LOG_SUFFIX)
         self.offset_index = OffsetIndex(stem.with_suffix(INDEX_SUFFIX), base_offset)
         self.time_index = TimeIndex(stem.with_suffix(TIME_INDEX_SUFFIX), base_offset)
+        self.txn_index = TransactionIndex(stem.with_suffix(TXN_INDEX_SUFFIX))
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self._fd).st_size
         self.next_offset = base_offset
@@ -43,6 +44,8 @@ class LogSegment:
         self.rolling_timestamp: int | None = None  # first batch's max timestamp (Kafka's roll basis)
         self.created_ms = created_ms
         self._bytes_since_index = 0
+        # Set when the aborted-transaction index must be rebuilt by replaying producer state.
+        self.needs_txn_rebuild = False
 
     # --- opening and recovery ------------------------------------------------------------
 
@@ -50,6 +53,8 @@ class LogSegment:
         """Make the in-memory view match the files; returns bytes truncated from a torn tail."""
         if recover or not self.offset_index.load(self.size) or not self.time_index.load():
             return self.recover()
+        if not self.txn_index.load():
+            self.needs_txn_rebuild = True
         start_offset, start_position = self.offset_index.lookup(2**63 - 1)
         if self.offset_index.offsets:
             self.next_offset = start_offset + 1
@@ -71,6 +76,8 @@ class LogSegment:
         """Re-read every batch, keep the valid prefix, rebuild both indexes (Kafka's recoverSegment)."""
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
+        self.needs_txn_rebuild = True
         self.next_offset = self.base_offset
         self.max_timestamp, self.max_timestamp_offset = -1, -1
         self._bytes_since_index = 0
@@ -193,6 +200,7 @@ class LogSegment:
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -200,10 +208,11 @@ class LogSegment:
             self._fd = -1
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     def delete(self) -> None:
         self.close()
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
-        (self.directory / (segment_name(self.base_offset) + TXN_INDEX_SUFFIX)).unlink(missing_ok=True)
+        self.txn_index.delete()

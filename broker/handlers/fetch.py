@@ -6,8 +6,9 @@ Behavior:
 - Returns whole batches starting with the one holding fetch_offset (clients skip the records
   before it), at most partition_max_bytes per partition and max_bytes in all, except that the
   first non-empty partition always returns at least one whole batch so a large record is never stuck.
-- read_uncommitted reads to the high watermark; read_committed to the last stable offset, and
-  aborted transactions are reported (empty until transactions land).
+- read_uncommitted reads to the high watermark; read_committed to the last stable offset, with
+  the aborted transactions overlapping the fetched range (from `.txnindex`) so clients drop their
+  records; for read_uncommitted that list is null, as in Kafka.
 - An empty partition has empty records, never null: librdkafka rejects a null MessageSet.
 - Fetch sessions: none are created (session id 0, KIP-227 "sessionless"), so clients send full
   fetches; an incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND.
@@ -60,7 +61,9 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[list[dict[str, Any]], 
                 entry.update(high_watermark=log.high_watermark, last_stable_offset=last_stable,
                              log_start_offset=log.log_start_offset)
                 if committed:
-                    entry["aborted_transactions"] = []
+                    entry["aborted_transactions"] = [
+                        {"producer_id": t.producer_id, "first_offset": t.first_offset}
+                        for t in log.collect_aborted(part.fetch_offset, upper)]
             except KafkaError as exc:
                 errored = True
                 entry["error_code"] = exc.error_code
