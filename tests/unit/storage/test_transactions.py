@@ -7,7 +7,6 @@ import struct
 from pathlib import Path
 
 import pytest
-
 from minikafka.protocol.records import ControlType, Record, build_batch, decode_batch, parse_control_record
 from minikafka.storage.config import LogConfig
 from minikafka.storage.index import AbortedTxn
