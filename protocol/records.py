@@ -164,6 +164,21 @@ def iter_batches(buf: bytes | bytearray | memoryview, *, check_crc: bool = True)
         pos += header.size
 
 
+def iter_whole_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, BatchHeader]]:
+    """Like iter_batches, but stop quietly at a partial trailing batch, as a fetch slice may end in one
+    (Kafka's FileRecords slices do the same; consumers discard the partial batch)."""
+    pos = 0
+    end = len(buf)
+    while end - pos >= HEADER_SIZE:
+        header = BatchHeader.parse_header_only(buf, pos)
+        if pos + header.size > end:
+            return
+        if not is_crc_valid(buf, pos, header):
+            raise CorruptRecord(f"CRC mismatch in batch at byte {pos}")
+        yield pos, header
+        pos += header.size
+
+
 def valid_prefix_length(buf: bytes | bytearray | memoryview) -> int:
     """Length of the longest prefix of `buf` made of whole, CRC-valid batches (crash recovery)."""
     pos = 0

@@ -21,6 +21,7 @@ HANDLER_MODULES = (
     "delete_records",
     "init_producer_id",
     "describe_producers",
+    "write_txn_markers",
     "find_coordinator",
     "join_group",
     "sync_group",

@@ -11,13 +11,11 @@ from typing import Any
 
 from minikafka.protocol.records import (
     NO_PRODUCER_ID,
-    ControlType,
     DecodedBatch,
     Record,
     build_batch,
-    build_control_batch,
     decode_batch,
-    iter_batches,
+    iter_whole_batches,
 )
 
 from ..hashing import partition_for
@@ -87,14 +85,8 @@ class OffsetsTopic:
         coordinator_epoch: int,
         now_ms: int,
     ) -> int:
-        batch = build_control_batch(
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            control_type=ControlType.COMMIT if commit else ControlType.ABORT,
-            coordinator_epoch=coordinator_epoch,
-            timestamp=now_ms,
-        )
-        return int(self._log(partition).append(batch, now_ms).base_offset)
+        result = self._log(partition).append_control(producer_id, producer_epoch, coordinator_epoch, commit, now_ms)
+        return int(result.base_offset)
 
     def batches(self, partition: int) -> Iterator[DecodedBatch]:
         """Every batch of one partition, from the log start to the log end."""
@@ -108,7 +100,7 @@ class OffsetsTopic:
             if not chunk:
                 return
             advanced = False
-            for pos, header in iter_batches(chunk):
+            for pos, header in iter_whole_batches(chunk):
                 if header.next_offset <= position:
                     continue
                 yield decode_batch(chunk, pos)

@@ -46,6 +46,15 @@ class FakePartitionLog:
         self.batches.append(bytes(buf))
         return _Append(base, last)
 
+    def append_control(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                       now_ms: int) -> _Append:
+        from minikafka.protocol.records import ControlType, build_control_batch
+
+        marker = build_control_batch(producer_id=producer_id, producer_epoch=producer_epoch,
+                                     control_type=ControlType.COMMIT if commit else ControlType.ABORT,
+                                     coordinator_epoch=coordinator_epoch, timestamp=now_ms)
+        return self.append(marker, now_ms)
+
     def read(
         self, offset: int, max_bytes: int, upper_bound: int | None = None, min_one_batch: bool = True
     ) -> _Read:
