@@ -1,0 +1,1 @@
+"""The transaction coordinator: `__transaction_state`, the transaction state machine, markers."""

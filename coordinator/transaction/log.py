@@ -1,0 +1,244 @@
+"""`__transaction_state` records in Kafka's format (TransactionLogKey/Value), so that Kafka's
+TransactionLogMessageFormatter and kafka-dump-log.sh --transaction-log-decoder read them.
+
+key   = int16 version 0 + TransactionalId (int16-length string)
+value = int16 version + TransactionLogValue:
+  v0 (non-flexible): ProducerId int64, ProducerEpoch int16, TransactionTimeoutMs int32,
+      TransactionStatus int8, TransactionPartitions nullable [Topic string, PartitionIds [int32]],
+      TransactionLastUpdateTimestampMs int64, TransactionStartTimestampMs int64
+  v1 (flexible): the same with compact strings/arrays and tagged fields, plus tags 0
+      PreviousProducerId, 1 NextProducerId (default -1) and 2 ClientTransactionVersion (default 0),
+      written only when they differ from their defaults.
+Partitions are null when the state is Empty. A null value (tombstone) removes the id.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .state import NO_PRODUCER_ID, TopicPartition, TxnMetadata, TxnState
+
+KEY_VERSION = 0
+
+
+class CorruptTxnRecord(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class TxnLogValue:
+    version: int
+    producer_id: int
+    producer_epoch: int
+    txn_timeout_ms: int
+    state: TxnState
+    partitions: frozenset[TopicPartition] | None
+    last_update_timestamp: int
+    start_timestamp: int
+    previous_producer_id: int = NO_PRODUCER_ID
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
+
+
+def encode_key(transactional_id: str) -> bytes:
+    raw = transactional_id.encode()
+    return struct.pack(">hh", KEY_VERSION, len(raw)) + raw
+
+
+def decode_key(data: bytes) -> str:
+    reader = _Reader(data, flexible=False)
+    version = reader.int16()
+    if version != KEY_VERSION:
+        raise CorruptTxnRecord(f"unknown TransactionLogKey version {version}")
+    transactional_id = reader.string()
+    reader.done()
+    return transactional_id
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _string(value: str, flexible: bool) -> bytes:
+    raw = value.encode()
+    return (_uvarint(len(raw) + 1) if flexible else struct.pack(">h", len(raw))) + raw
+
+
+def _array_length(count: int | None, flexible: bool) -> bytes:
+    if flexible:
+        return _uvarint(0 if count is None else count + 1)
+    return struct.pack(">i", -1 if count is None else count)
+
+
+def _grouped(partitions: Iterable[TopicPartition]) -> list[tuple[str, list[int]]]:
+    by_topic: dict[str, list[int]] = defaultdict(list)
+    for topic, partition in partitions:
+        by_topic[topic].append(partition)
+    return [(topic, sorted(ids)) for topic, ids in sorted(by_topic.items())]
+
+
+def encode_value(meta: TxnMetadata, version: int = 0) -> bytes:
+    if version not in (0, 1):
+        raise ValueError(f"TransactionLogValue v{version} is not written")
+    flexible = version == 1
+    out = bytearray(struct.pack(">hqhib", version, meta.producer_id, meta.producer_epoch, meta.txn_timeout_ms,
+                                int(meta.state)))
+    if meta.state == TxnState.EMPTY:
+        if meta.topic_partitions:
+            raise ValueError("an Empty transaction has no partitions")
+        out += _array_length(None, flexible)
+    else:
+        grouped = _grouped(meta.topic_partitions)
+        out += _array_length(len(grouped), flexible)
+        for topic, ids in grouped:
+            out += _string(topic, flexible)
+            out += _array_length(len(ids), flexible)
+            out += b"".join(struct.pack(">i", i) for i in ids)
+            if flexible:
+                out += b"\x00"  # no tagged fields in the partition entry
+    out += struct.pack(">qq", meta.txn_last_update_timestamp, meta.txn_start_timestamp)
+    if flexible:
+        tags = []
+        if meta.last_producer_id != NO_PRODUCER_ID:
+            tags.append((0, struct.pack(">q", meta.last_producer_id)))
+        out += _uvarint(len(tags))
+        for tag, payload in tags:
+            out += _uvarint(tag) + _uvarint(len(payload)) + payload
+    return bytes(out)
+
+
+class _Reader:
+    def __init__(self, data: bytes, flexible: bool) -> None:
+        self.data = data
+        self.pos = 0
+        self.flexible = flexible
+
+    def _take(self, fmt: str) -> int:
+        size = struct.calcsize(fmt)
+        if self.pos + size > len(self.data):
+            raise CorruptTxnRecord(f"record ends at byte {len(self.data)}, needed {self.pos + size}")
+        (value,) = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += size
+        return int(value)
+
+    def int8(self) -> int:
+        return self._take(">b")
+
+    def int16(self) -> int:
+        return self._take(">h")
+
+    def int32(self) -> int:
+        return self._take(">i")
+
+    def int64(self) -> int:
+        return self._take(">q")
+
+    def uvarint(self) -> int:
+        result = shift = 0
+        while True:
+            byte = self._take(">B")
+            result |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return result
+            shift += 7
+            if shift > 35:
+                raise CorruptTxnRecord("varint too long")
+
+    def raw(self, size: int) -> bytes:
+        if size < 0 or self.pos + size > len(self.data):
+            raise CorruptTxnRecord("length runs past the end of the record")
+        value = self.data[self.pos:self.pos + size]
+        self.pos += size
+        return value
+
+    def string(self) -> str:
+        size = self.uvarint() - 1 if self.flexible else self.int16()
+        try:
+            return self.raw(size).decode()
+        except UnicodeDecodeError as exc:
+            raise CorruptTxnRecord("string is not UTF-8") from exc
+
+    def array_length(self) -> int | None:
+        if self.flexible:
+            count = self.uvarint()
+            return None if count == 0 else count - 1
+        count = self.int32()
+        return None if count < 0 else count
+
+    def tags(self) -> dict[int, bytes]:
+        found = {}
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            found[tag] = self.raw(self.uvarint())
+        return found
+
+    def done(self) -> None:
+        if self.pos != len(self.data):
+            raise CorruptTxnRecord(f"{len(self.data) - self.pos} bytes after the record")
+
+
+def decode_value(data: bytes | None) -> TxnLogValue | None:
+    """The value of a `__transaction_state` record; None for a tombstone."""
+    if data is None:
+        return None
+    (version,) = struct.unpack_from(">h", data) if len(data) >= 2 else (-1,)
+    if version not in (0, 1):
+        raise CorruptTxnRecord(f"unknown TransactionLogValue version {version}")
+    reader = _Reader(data, flexible=version == 1)
+    reader.pos = 2
+    producer_id, epoch, timeout = reader.int64(), reader.int16(), reader.int32()
+    try:
+        state = TxnState(reader.int8())
+    except ValueError as exc:
+        raise CorruptTxnRecord(str(exc)) from exc
+    partitions: set[TopicPartition] | None = None
+    count = reader.array_length()
+    if count is not None:
+        partitions = set()
+        for _ in range(count):
+            topic = reader.string()
+            ids = reader.array_length() or 0
+            partitions.update((topic, reader.int32()) for _ in range(ids))
+            if reader.flexible:
+                reader.tags()
+    last_update, start = reader.int64(), reader.int64()
+    tags = reader.tags() if reader.flexible else {}
+    reader.done()
+    return TxnLogValue(
+        version, producer_id, epoch, timeout, state, frozenset(partitions) if partitions is not None else None,
+        last_update, start,
+        previous_producer_id=_tag_int(tags, 0, ">q", NO_PRODUCER_ID),
+        next_producer_id=_tag_int(tags, 1, ">q", NO_PRODUCER_ID),
+        client_transaction_version=_tag_int(tags, 2, ">h", 0),
+    )
+
+
+def _tag_int(tags: dict[int, bytes], tag: int, fmt: str, default: int) -> int:
+    if tag not in tags:
+        return default
+    if len(tags[tag]) != struct.calcsize(fmt):
+        raise CorruptTxnRecord(f"tagged field {tag} has {len(tags[tag])} bytes")
+    return int(struct.unpack(fmt, tags[tag])[0])
+
+
+def metadata_from(transactional_id: str, value: TxnLogValue) -> TxnMetadata:
+    """Coordinator metadata from a replayed record (Kafka's TransactionLog.readTxnRecordValue)."""
+    return TxnMetadata(
+        transactional_id=transactional_id,
+        producer_id=value.producer_id,
+        producer_epoch=value.producer_epoch,
+        txn_timeout_ms=value.txn_timeout_ms,
+        state=value.state,
+        topic_partitions=value.partitions or frozenset(),
+        txn_start_timestamp=value.start_timestamp,
+        txn_last_update_timestamp=value.last_update_timestamp,
+        last_producer_id=value.previous_producer_id,
+    )
