@@ -54,6 +54,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("log.flush.offset.checkpoint.interval.ms", "int", "60000", "How often offset checkpoints are written."),
     ("offsets.topic.num.partitions", "int", "50", "Partitions of __consumer_offsets."),
     ("transaction.state.log.num.partitions", "int", "50", "Partitions of __transaction_state."),
+    ("transaction.max.timeout.ms", "int", "900000", "Largest transaction.timeout.ms a producer may ask for."),
+    ("transactional.id.expiration.ms", "int", "604800000", "Idle time after which a transactional id expires."),
+    ("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", "10000",
+     "How often timed-out transactions are aborted."),
+    ("transaction.remove.expired.transaction.cleanup.interval.ms", "int", "3600000",
+     "How often expired transactional ids are removed."),
     ("group.initial.rebalance.delay.ms", "int", "0", "Kafka's default is 3000; 0 keeps tests fast."),
     ("group.min.session.timeout.ms", "int", "6000", "Smallest session timeout a group member may ask for."),
     ("group.max.session.timeout.ms", "int", "1800000", "Largest session timeout a group member may ask for."),
@@ -142,6 +148,10 @@ class BrokerConfig:
     checkpoint_interval_ms: int = 60000
     offsets_topic_num_partitions: int = 50
     transaction_state_log_num_partitions: int = 50
+    transaction_max_timeout_ms: int = 900000
+    transactional_id_expiration_ms: int = 604800000
+    transaction_abort_interval_ms: int = 10000
+    transaction_expire_interval_ms: int = 3600000
     group_initial_rebalance_delay_ms: int = 0
     connections_max_idle_ms: int = 600000
     producer_id_expiration_ms: int = 86400000
@@ -218,6 +228,10 @@ def build_config(
         checkpoint_interval_ms=int(get("log.flush.offset.checkpoint.interval.ms")),
         offsets_topic_num_partitions=int(get("offsets.topic.num.partitions")),
         transaction_state_log_num_partitions=int(get("transaction.state.log.num.partitions")),
+        transaction_max_timeout_ms=int(get("transaction.max.timeout.ms")),
+        transactional_id_expiration_ms=int(get("transactional.id.expiration.ms")),
+        transaction_abort_interval_ms=int(get("transaction.abort.timed.out.transaction.cleanup.interval.ms")),
+        transaction_expire_interval_ms=int(get("transaction.remove.expired.transaction.cleanup.interval.ms")),
         group_initial_rebalance_delay_ms=int(get("group.initial.rebalance.delay.ms")),
         connections_max_idle_ms=int(get("connections.max.idle.ms")),
         producer_id_expiration_ms=int(get("producer.id.expiration.ms")),

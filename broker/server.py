@@ -19,6 +19,7 @@ from .groups import make_group_coordinator
 from .handlers import all_handler_modules
 from .registry import Registry
 from .services import BrokerServices
+from .transactions import make_transaction_coordinator
 from .waiters import AppendWaiters
 
 _log = structlog.get_logger("minikafka.server")
@@ -45,11 +46,14 @@ class BrokerServer:
         bound_port = self._server.sockets[0].getsockname()[1]
         self.node = Node(config.node_id, config.advertised_host or config.host, config.advertised_port or bound_port)
         cluster = ClusterView(logs.cluster_id, [self.node])
+        waiters = AppendWaiters()
+        groups = make_group_coordinator(config, logs, self.clock)
+        producer_ids = ProducerIdManager(config.data_dir)
         self.services = BrokerServices(
             config=config, clock=self.clock, cluster=cluster, logs=logs,
-            registry=Registry(all_handler_modules()), waiters=AppendWaiters(),
-            groups=make_group_coordinator(config, logs, self.clock),
-            producer_ids=ProducerIdManager(config.data_dir),
+            registry=Registry(all_handler_modules()), waiters=waiters, groups=groups, producer_ids=producer_ids,
+            transactions=make_transaction_coordinator(config, logs, producer_ids.allocate, self.clock, groups,
+                                                      waiters),
         )
         self.services.groups.start()
         self._maintenance = asyncio.create_task(self._maintain(), name="maintenance")
@@ -79,6 +83,10 @@ class BrokerServer:
             ("producer expiry", config.producer_id_expiration_check_interval_ms / 1000,
              lambda: logs.remove_expired_producers(config.producer_id_expiration_ms)),
             ("idle connections", 1.0, self._close_idle_connections),
+            ("transaction timeouts", config.transaction_abort_interval_ms / 1000,
+             self.services.transactions.abort_timed_out),
+            ("transactional id expiry", config.transaction_expire_interval_ms / 1000,
+             self.services.transactions.expire_idle),
         ]
 
     async def _maintain(self) -> None:

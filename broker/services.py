@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from minikafka.coordinator.group import GroupCoordinator
 from minikafka.coordinator.producer_ids import ProducerIdManager
+from minikafka.coordinator.transaction.coordinator import TransactionCoordinator
 from minikafka.storage.clock import Clock
 from minikafka.storage.manager import LogManager, TopicMeta
 
@@ -25,6 +26,7 @@ class BrokerServices:
     waiters: AppendWaiters
     groups: GroupCoordinator
     producer_ids: ProducerIdManager
+    transactions: TransactionCoordinator
 
     def auto_create_topic(self, name: str) -> TopicMeta | None:
         """Create `name` with the broker defaults if auto-creation is on; None otherwise."""

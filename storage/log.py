@@ -166,8 +166,12 @@ class PartitionLog:
     # --- appending -----------------------------------------------------------------------
 
     def append(self, records: bytes | bytearray, now_ms: int,
-               batches: list[tuple[int, BatchHeader]] | None = None) -> AppendResult:
-        """Append producer batches (already CRC-checked): validate, assign offsets, write."""
+               batches: list[tuple[int, BatchHeader]] | None = None, *, from_coordinator: bool = False) -> AppendResult:
+        """Append producer batches (already CRC-checked): validate, assign offsets, write.
+
+        `from_coordinator` marks batches a coordinator writes for a producer (transactional offset
+        commits): as Kafka's AppendOrigin.COORDINATOR, only the epoch is checked, not sequences.
+        """
         if batches is None:
             batches = list(iter_batches(records, check_crc=False))
         for _pos, header in batches:
@@ -181,7 +185,7 @@ class PartitionLog:
                 continue
             entry = self.producer_state.last_entry(header.producer_id)
             duplicate = entry.find_duplicate(header.producer_epoch, header.base_sequence,
-                                             header.last_sequence) if entry else None
+                                             header.last_sequence) if entry and not from_coordinator else None
             if duplicate is not None and len(batches) == 1:
                 # Kafka answers a retry with the original batch's offsets and (LogAppendTime) timestamp.
                 append_time = duplicate.timestamp if self.config.message_timestamp_type == "LogAppendTime" else -1
@@ -192,7 +196,8 @@ class PartitionLog:
             count = header.last_offset_delta + 1
             timestamp = now_ms if self.config.message_timestamp_type == "LogAppendTime" else header.max_timestamp
             info.append_data_batch(header.producer_epoch, header.base_sequence, header.last_sequence,
-                                   timestamp, next_offset, next_offset + count - 1, header.is_transactional)
+                                   timestamp, next_offset, next_offset + count - 1, header.is_transactional,
+                                   check_sequence=not from_coordinator)
             updates[header.producer_id] = info
             next_offset += count
         return self._write(records, batches, now_ms, updates)

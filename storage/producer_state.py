@@ -147,10 +147,12 @@ class ProducerAppendInfo:
                 f"producer {self.producer_id}: sequence {first_seq} does not follow {entry.last_seq}")
 
     def append_data_batch(self, epoch: int, first_seq: int, last_seq: int, timestamp: int,
-                          first_offset: int, last_offset: int, transactional: bool = False) -> None:
+                          first_offset: int, last_offset: int, transactional: bool = False, *,
+                          check_sequence: bool = True) -> None:
         if self._validate:
             self._check_epoch(epoch, transactional)
-            self._check_sequence(epoch, first_seq)
+            if check_sequence:
+                self._check_sequence(epoch, first_seq)
         entry = self.entry
         if epoch != entry.epoch:
             entry.batches.clear()

@@ -4,8 +4,10 @@ Behavior:
 - Without a transactional id (idempotent producers): a new producer id from the persisted id
   blocks, epoch 0. As in Kafka, a producer id/epoch given by the client (KIP-360, v3+) does not
   keep the old id for idempotent producers; giving only one of the two is INVALID_REQUEST.
-- With a transactional id: answered by the transaction coordinator once it exists; until then the
-  request is refused with INVALID_REQUEST so transactional clients fail fast instead of retrying.
+- With a transactional id: the transaction coordinator allocates or reuses the id and bumps the
+  epoch (fencing older instances); an open transaction of a previous instance is aborted first
+  (CONCURRENT_TRANSACTIONS until done; clients retry); a timeout above transaction.max.timeout.ms is
+  INVALID_TRANSACTION_TIMEOUT.
 Version notes: v6 (KIP-939 two-phase commit) is not advertised.
 """
 
@@ -14,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from minikafka.protocol.api_keys import ApiKey, VersionRange
-from minikafka.protocol.build import build
-from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.build import build, ms
+from minikafka.protocol.errors import ErrorCode, KafkaError
 
 from ..context import RequestContext
 from .common import response_of
@@ -34,8 +36,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if (given_id == NO_PRODUCER_ID) != (given_epoch == NO_PRODUCER_EPOCH):
         return build(response, error_code=ErrorCode.invalid_request, producer_id=-1, producer_epoch=-1)
     if request.transactional_id is not None:
-        ctx.log.warning("transactions are not implemented yet", transactional_id=request.transactional_id)
-        return build(response, error_code=ErrorCode.invalid_request, producer_id=-1, producer_epoch=-1)
+        try:
+            producer_id, epoch = ctx.services.transactions.init_producer_id(
+                request.transactional_id, ms(request.transaction_timeout), given_id, given_epoch)
+        except KafkaError as exc:
+            return build(response, error_code=exc.error_code, producer_id=-1, producer_epoch=-1)
+        ctx.log.info("transactional producer initialised", transactional_id=request.transactional_id,
+                     producer_id=producer_id, producer_epoch=epoch)
+        return build(response, error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=epoch)
     producer_id = ctx.services.producer_ids.allocate()
     ctx.log.info("allocated producer id", producer_id=producer_id)
     return build(response, error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=0)

@@ -14,8 +14,9 @@ Behavior:
 Version notes: v0-2 are advertised (librdkafka disables compression features otherwise, KAFKA-18659)
 but, as in Kafka 4, not accepted. v12+ (KIP-890 implicit partition adds) and v13 (topic ids) are not
 advertised.
-Simplifications: idempotent and transactional batches are stored without sequence checks until the
-producer-state issue lands (clients cannot obtain a producer id yet: InitProducerId is not advertised).
+- Idempotent batches get Kafka's sequence checks and de-duplication (storage/producer_state.py);
+  transactional batches must be for a partition added to the producer's ongoing transaction
+  (INVALID_TXN_STATE otherwise), as Kafka's transaction.partition.verification.enable does.
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if meta is not None and meta.internal:
                     raise InvalidTopic(f"cannot produce to internal topic {topic.name}")
                 header = validate_batch(part.records)
+                if header.is_transactional:
+                    services.transactions.verify_partition(request.transactional_id, header.producer_id,
+                                                           header.producer_epoch, topic.name, part.index)
                 appended = log.append(part.records, now_ms, [(0, header)])
                 services.waiters.notify((topic.name, part.index))
                 result.update(base_offset=appended.base_offset, log_append_time=appended.log_append_time,

@@ -74,7 +74,8 @@ class OffsetsTopic:
             producer_epoch=producer_epoch,
             transactional=transactional,
         )
-        return int(self._log(partition).append(batch, now_ms).base_offset)
+        log = self._log(partition)
+        return int(log.append(batch, now_ms, from_coordinator=producer_id != NO_PRODUCER_ID).base_offset)
 
     def append_marker(
         self,

@@ -35,7 +35,7 @@ class FakePartitionLog:
     log_end_offset: int = 0
     log_start_offset: int = 0
 
-    def append(self, records: bytes, now_ms: int) -> _Append:
+    def append(self, records: bytes, now_ms: int, *, from_coordinator: bool = False) -> _Append:
         buf = bytearray(records)
         base = self.log_end_offset
         last = base

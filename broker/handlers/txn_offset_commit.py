@@ -1,0 +1,46 @@
+"""TxnOffsetCommit: v0-3.
+
+Behavior: the offsets are written to the group's `__consumer_offsets` partition inside a
+transactional batch of the producer and stay pending until its COMMIT marker (then they apply, if
+newer than the committed value) or ABORT marker (then they are dropped). The group's partition
+must already be in the transaction (AddOffsetsToTxn), else INVALID_TXN_STATE.
+Simplifications: the generation/member checks of v3 (KIP-447) are not applied yet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikafka.coordinator.group.coordinator import OffsetCommit
+from minikafka.protocol.api_keys import ApiKey, VersionRange
+from minikafka.protocol.build import build
+from minikafka.protocol.errors import ErrorCode, KafkaError
+
+from ..context import RequestContext
+from .common import response_of
+
+API_KEY = ApiKey.TXN_OFFSET_COMMIT
+VERSIONS = VersionRange(0, 3)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    services = ctx.services
+    commits = [
+        OffsetCommit(topic.name, p.partition_index, p.committed_offset,
+                     getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
+        for topic in request.topics for p in topic.partitions
+    ]
+    code = ErrorCode.none
+    try:
+        partition = services.groups.topic.partition_for(request.group_id)
+        services.transactions.verify_partition(request.transactional_id, request.producer_id,
+                                               request.producer_epoch, OFFSETS_TOPIC, partition)
+        services.groups.commit_transactional_offsets(request.group_id, request.producer_id,
+                                                     request.producer_epoch, commits)
+    except KafkaError as exc:
+        code = exc.error_code
+    topics = [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
+                                              for p in t.partitions]} for t in request.topics]
+    return build(response_of(request), throttle_time=0, topics=topics)

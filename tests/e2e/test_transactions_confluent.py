@@ -1,0 +1,191 @@
+"""Transactions with confluent-kafka (librdkafka): the exactly-once flows of the seeds."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from minikafka.coordinator.hashing import partition_for
+from minikafka.coordinator.transaction.log import decode_key, decode_value
+
+from tests.conftest import BrokerProcess, poll_until, unique_topic
+
+from .helpers import consume, create_topic
+
+
+def txn_producer(broker: BrokerProcess, transactional_id: str, **extra: object) -> Producer:
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": transactional_id,
+                         "linger.ms": 1, **extra})
+    producer.init_transactions(15)
+    return producer
+
+
+def values(broker: BrokerProcess, topic: str, isolation: str, count: int, partitions: tuple[int, ...] = (0,),
+           timeout: float = 10) -> list[bytes]:
+    return sorted(r.value for r in consume(broker.bootstrap, topic, count, partitions=partitions,  # type: ignore[misc]
+                                           isolation=isolation, timeout=timeout))
+
+
+def test_commit_and_abort(broker: BrokerProcess) -> None:
+    topic = unique_topic("txc")
+    create_topic(broker.bootstrap, topic)
+    producer = txn_producer(broker, unique_topic("tid"))
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, f"commit-{i}".encode())
+    producer.commit_transaction(15)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, f"abort-{i}".encode())
+    producer.flush(15)  # the records reach the log before the abort
+    producer.abort_transaction(15)
+    producer.begin_transaction()
+    producer.produce(topic, b"commit-3")
+    producer.commit_transaction(15)
+    committed = [f"commit-{i}".encode() for i in range(4)]
+    assert values(broker, topic, "read_committed", 5, timeout=4) == committed
+    assert values(broker, topic, "read_uncommitted", 7) == sorted(committed + [f"abort-{i}".encode()
+                                                                               for i in range(3)])
+
+
+def test_open_transaction_blocks_read_committed(broker: BrokerProcess) -> None:
+    topic = unique_topic("txopen")
+    create_topic(broker.bootstrap, topic)
+    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    plain.produce(topic, b"before")
+    plain.flush(10)
+    producer = txn_producer(broker, unique_topic("tid"))
+    producer.begin_transaction()
+    producer.produce(topic, b"in-txn")
+    producer.flush(15)
+    plain.produce(topic, b"after")
+    plain.flush(10)
+    assert values(broker, topic, "read_committed", 2, timeout=3) == [b"before"]
+    producer.commit_transaction(15)
+    assert values(broker, topic, "read_committed", 3) == [b"after", b"before", b"in-txn"]
+
+
+def test_atomic_across_partitions_and_topics(broker: BrokerProcess) -> None:
+    first, second = unique_topic("txa"), unique_topic("txb")
+    create_topic(broker.bootstrap, first, 3)
+    create_topic(broker.bootstrap, second, 2)
+    producer = txn_producer(broker, unique_topic("tid"))
+    producer.begin_transaction()
+    for i in range(6):
+        producer.produce(first, f"x{i}".encode(), partition=i % 3)
+        producer.produce(second, f"y{i}".encode(), partition=i % 2)
+    producer.flush(15)
+    producer.abort_transaction(15)
+    producer.begin_transaction()
+    for i in range(6):
+        producer.produce(first, f"x{i}".encode(), partition=i % 3)
+        producer.produce(second, f"y{i}".encode(), partition=i % 2)
+    producer.commit_transaction(15)
+    assert values(broker, first, "read_committed", 6, (0, 1, 2)) == [f"x{i}".encode() for i in range(6)]
+    assert values(broker, second, "read_committed", 6, (0, 1)) == [f"y{i}".encode() for i in range(6)]
+
+
+def test_consume_transform_produce_offsets_move_only_on_commit(broker: BrokerProcess) -> None:
+    source, sink = unique_topic("src"), unique_topic("sink")
+    create_topic(broker.bootstrap, source)
+    create_topic(broker.bootstrap, sink)
+    group = unique_topic("ctp")
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    producer = txn_producer(broker, unique_topic("tid"))
+    tp = TopicPartition(source, 0)
+
+    def transact(offset: int, commit: bool) -> None:
+        producer.begin_transaction()
+        producer.produce(sink, f"out-{offset}".encode())
+        producer.send_offsets_to_transaction([TopicPartition(source, 0, offset)],
+                                             consumer.consumer_group_metadata(), 15)
+        if commit:
+            producer.commit_transaction(15)
+        else:
+            producer.flush(15)
+            producer.abort_transaction(15)
+
+    transact(10, commit=True)
+    assert consumer.committed([tp], timeout=10)[0].offset == 10
+    transact(20, commit=False)
+    assert consumer.committed([tp], timeout=10)[0].offset == 10, "an aborted transaction moves no offset"
+    transact(30, commit=True)
+    assert consumer.committed([tp], timeout=10)[0].offset == 30
+    consumer.close()
+    assert values(broker, sink, "read_committed", 3, timeout=4) == [b"out-10", b"out-30"]
+
+
+def test_zombie_is_fenced(broker: BrokerProcess) -> None:
+    topic = unique_topic("txz")
+    create_topic(broker.bootstrap, topic)
+    transactional_id = unique_topic("tid")
+    zombie = txn_producer(broker, transactional_id)
+    zombie.begin_transaction()
+    zombie.produce(topic, b"zombie")
+    zombie.flush(15)
+    successor = txn_producer(broker, transactional_id)  # aborts the zombie's open transaction
+    successor.begin_transaction()
+    successor.produce(topic, b"successor")
+    successor.commit_transaction(15)
+    with pytest.raises(KafkaException) as fenced:
+        zombie.commit_transaction(15)
+    assert fenced.value.args[0].fatal() or "fenced" in str(fenced.value).lower()
+    assert values(broker, topic, "read_committed", 2, timeout=3) == [b"successor"]
+
+
+def test_broker_aborts_a_timed_out_transaction(broker_factory) -> None:
+    broker = broker_factory(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
+                               "log.initial.task.delay.ms": "0"})
+    topic = unique_topic("txto")
+    create_topic(broker.bootstrap, topic)
+    producer = txn_producer(broker, unique_topic("tid"), **{"transaction.timeout.ms": 1000})
+    producer.begin_transaction()
+    producer.produce(topic, b"too-slow")
+    producer.flush(15)
+    reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x", "isolation.level": "read_committed"})
+    # Once the coordinator's abort marker is written, the last stable offset passes the record.
+    poll_until(lambda: reader.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)[1] >= 2, timeout=20,
+               message="the timed-out transaction to be aborted")
+    reader.close()
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(15)
+    assert values(broker, topic, "read_uncommitted", 1) == [b"too-slow"]
+    assert values(broker, topic, "read_committed", 1, timeout=3) == []
+
+
+def test_invalid_transaction_timeout(broker_factory) -> None:
+    broker = broker_factory(**{"transaction.max.timeout.ms": "5000"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique_topic("tid"),
+                         "transaction.timeout.ms": 10000})
+    with pytest.raises(KafkaException) as error:
+        producer.init_transactions(15)
+    assert "INVALID_TRANSACTION_TIMEOUT" in str(error.value) or "timeout" in str(error.value).lower()
+
+
+def test_transaction_state_log_shows_the_state_sequence(broker: BrokerProcess) -> None:
+    topic = unique_topic("txlog")
+    create_topic(broker.bootstrap, topic)
+    transactional_id = unique_topic("tid")
+    producer = txn_producer(broker, transactional_id)
+    producer.begin_transaction()
+    producer.produce(topic, b"v")
+    producer.commit_transaction(15)
+    partition = partition_for(transactional_id, 50)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "dump", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("__transaction_state", partition, 0)])
+    states: list[str] = []
+
+    def collect() -> bool:
+        for message in consumer.consume(100, 0.2):
+            if message.error() is None and decode_key(message.key()) == transactional_id:
+                value = decode_value(message.value())
+                states.append(value.state.display_name if value else "tombstone")
+        return states[-1:] == ["CompleteCommit"]
+
+    poll_until(collect, timeout=15, message="CompleteCommit in __transaction_state")
+    consumer.close()
+    assert states == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit"]
+    raw_key = struct.pack(">hh", 0, len(transactional_id)) + transactional_id.encode()
+    assert decode_key(raw_key) == transactional_id
