@@ -1,8 +1,9 @@
 """read_committed with librdkafka over partitions holding transactional batches and markers.
 
-Transactional batches are written with raw Produce requests and ended with WriteTxnMarkers (the
-admin path), so this checks the partition side (LSO, `.txnindex`, aborted transactions in Fetch)
-against a real client's read_committed logic, independently of the transaction coordinator.
+Transactional batches are written with raw Produce requests (after InitProducerId and
+AddPartitionsToTxn, since the broker verifies transactional batches as Kafka does) and ended with
+WriteTxnMarkers, the admin path, instead of EndTxn. This checks the partition side (LSO,
+`.txnindex`, aborted transactions in Fetch) against a real client's read_committed logic.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 from confluent_kafka import Consumer, TopicPartition
+from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.list_offsets.v5.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
 from minikafka.protocol.codec import decode_response, encode_request
-from minikafka.protocol.records import Record, build_batch
+from minikafka.protocol.records import BatchHeader, Record, build_batch
 
 from tests.conftest import BrokerProcess, unique_topic
 
@@ -26,6 +29,7 @@ class RawClient:
     def __init__(self, broker: BrokerProcess) -> None:
         self.wire = Wire(broker)
         self.correlation = 0
+        self.transactional_ids: dict[int, str] = {}
 
     def call(self, request: object, api_key: int, version: int) -> object:
         self.correlation += 1
@@ -33,11 +37,26 @@ class RawClient:
         return decode_response(self.wire.receive(), api_key, version)[1]
 
     def produce(self, topic: str, batch: bytes) -> int:
-        request = ProduceRequest(transactional_id=None, acks=-1, timeout=timedelta(seconds=5), topic_data=(
+        producer_id = BatchHeader.parse(batch).producer_id
+        request = ProduceRequest(transactional_id=self.transactional_ids.get(producer_id), acks=-1, timeout=timedelta(seconds=5), topic_data=(
             TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=0, records=batch),)),))
         result = self.call(request, 0, 9).responses[0].partition_responses[0]  # type: ignore[attr-defined]
         assert result.error_code == 0, result
         return result.base_offset
+
+    def begin(self, topic: str) -> int:
+        """A transactional producer id (epoch 0) with `topic`-0 added to its transaction."""
+        transactional_id = unique_topic("raw-tid")
+        init = self.call(InitProducerIdRequest(transactional_id=transactional_id,
+                                               transaction_timeout=timedelta(minutes=5)), 22, 4)
+        assert init.error_code == 0 and init.producer_epoch == 0, init  # type: ignore[attr-defined]
+        added = self.call(AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=init.producer_id,  # type: ignore[attr-defined]
+            v3_and_below_producer_epoch=0, v3_and_below_topics=(AddPartitionsToTxnTopic(name=topic, partitions=(0,)),)),
+            24, 3)
+        assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0  # type: ignore[attr-defined]
+        self.transactional_ids[init.producer_id] = transactional_id  # type: ignore[attr-defined]
+        return init.producer_id  # type: ignore[attr-defined]
 
     def marker(self, topic: str, producer_id: int, commit: bool) -> None:
         request = WriteTxnMarkersRequest(markers=(WritableTxnMarker(
@@ -67,13 +86,14 @@ def test_commit_visible_abort_invisible_open_blocks(broker: BrokerProcess) -> No
     topic = unique_topic("rc")
     create_topic(broker.bootstrap, topic)
     client = RawClient(broker)
-    client.produce(topic, txn(1000, 0, [b"c1", b"c2"]))      # 0-1, committed below
-    client.produce(topic, txn(2000, 0, [b"a1"]))             # 2, aborted below
-    client.marker(topic, 1000, commit=True)                  # 3
-    client.produce(topic, txn(2000, 1, [b"a2"]))             # 4
-    client.marker(topic, 2000, commit=False)                 # 5
+    first, second, third = client.begin(topic), client.begin(topic), client.begin(topic)
+    client.produce(topic, txn(first, 0, [b"c1", b"c2"]))     # 0-1, committed below
+    client.produce(topic, txn(second, 0, [b"a1"]))           # 2, aborted below
+    client.marker(topic, first, commit=True)                 # 3
+    client.produce(topic, txn(second, 1, [b"a2"]))           # 4
+    client.marker(topic, second, commit=False)               # 5
     client.produce(topic, build_batch([Record(None, b"plain", (), 1)]))  # 6
-    client.produce(topic, txn(3000, 0, [b"open"]))           # 7, still open
+    client.produce(topic, txn(third, 0, [b"open"]))          # 7, still open
     client.produce(topic, build_batch([Record(None, b"after-open", (), 1)]))  # 8
 
     assert client.latest(topic, 0) == 9       # high watermark
@@ -83,7 +103,7 @@ def test_commit_visible_abort_invisible_open_blocks(broker: BrokerProcess) -> No
     assert read_values(broker, topic, "read_uncommitted", 7) == [
         b"c1", b"c2", b"a1", b"a2", b"plain", b"open", b"after-open"]
 
-    client.marker(topic, 3000, commit=True)   # the open transaction ends: everything is stable
+    client.marker(topic, third, commit=True)  # the open transaction ends: everything is stable
     assert client.latest(topic, 1) == 10
     assert read_values(broker, topic, "read_committed", 5) == [b"c1", b"c2", b"plain", b"open", b"after-open"]
 
@@ -98,10 +118,11 @@ def test_aborted_transactions_survive_a_restart(broker: BrokerProcess) -> None:
     topic = unique_topic("rcrestart")
     create_topic(broker.bootstrap, topic)
     client = RawClient(broker)
-    client.produce(topic, txn(5000, 0, [b"gone"]))
-    client.marker(topic, 5000, commit=False)
-    client.produce(topic, txn(6000, 0, [b"kept"]))
-    client.marker(topic, 6000, commit=True)
+    gone, kept = client.begin(topic), client.begin(topic)
+    client.produce(topic, txn(gone, 0, [b"gone"]))
+    client.marker(topic, gone, commit=False)
+    client.produce(topic, txn(kept, 0, [b"kept"]))
+    client.marker(topic, kept, commit=True)
     client.wire.close()
     broker.restart(hard=True)
     assert read_values(broker, topic, "read_committed", 1) == [b"kept"]
