@@ -38,8 +38,9 @@ class RawClient:
 
     def produce(self, topic: str, batch: bytes) -> int:
         producer_id = BatchHeader.parse(batch).producer_id
-        request = ProduceRequest(transactional_id=self.transactional_ids.get(producer_id), acks=-1, timeout=timedelta(seconds=5), topic_data=(
-            TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=0, records=batch),)),))
+        data = TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=0, records=batch),))
+        request = ProduceRequest(transactional_id=self.transactional_ids.get(producer_id), acks=-1,
+                                 timeout=timedelta(seconds=5), topic_data=(data,))
         result = self.call(request, 0, 9).responses[0].partition_responses[0]  # type: ignore[attr-defined]
         assert result.error_code == 0, result
         return result.base_offset
