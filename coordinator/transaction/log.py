@@ -19,13 +19,16 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from minikafka.protocol.errors import CorruptRecord
+
 from .state import NO_PRODUCER_ID, TopicPartition, TxnMetadata, TxnState
 
 KEY_VERSION = 0
+_INT16_MAX = 32767
 
 
-class CorruptTxnRecord(ValueError):
-    pass
+class CorruptTxnRecord(CorruptRecord, ValueError):
+    """A `__transaction_state` key or value that is not one of Kafka's schemas (truncated, garbage)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,8 @@ class TxnLogValue:
 
 def encode_key(transactional_id: str) -> bytes:
     raw = transactional_id.encode()
+    if len(raw) > _INT16_MAX:
+        raise ValueError("a transactional id longer than 32767 bytes does not fit an int16-length string")
     return struct.pack(">hh", KEY_VERSION, len(raw)) + raw
 
 
@@ -69,6 +74,8 @@ def _uvarint(value: int) -> bytes:
 
 def _string(value: str, flexible: bool) -> bytes:
     raw = value.encode()
+    if not flexible and len(raw) > _INT16_MAX:
+        raise ValueError(f"topic name of {len(raw)} bytes does not fit an int16-length string")
     return (_uvarint(len(raw) + 1) if flexible else struct.pack(">h", len(raw))) + raw
 
 
@@ -89,8 +96,11 @@ def encode_value(meta: TxnMetadata, version: int = 0) -> bytes:
     if version not in (0, 1):
         raise ValueError(f"TransactionLogValue v{version} is not written")
     flexible = version == 1
-    out = bytearray(struct.pack(">hqhib", version, meta.producer_id, meta.producer_epoch, meta.txn_timeout_ms,
-                                int(meta.state)))
+    try:
+        out = bytearray(struct.pack(">hqhib", version, meta.producer_id, meta.producer_epoch, meta.txn_timeout_ms,
+                                    int(meta.state)))
+    except struct.error as exc:  # a field out of its Kafka type's range: a caller bug, not a corrupt record
+        raise ValueError(f"transaction metadata does not fit TransactionLogValue: {exc}") from exc
     if meta.state == TxnState.EMPTY:
         if meta.topic_partitions:
             raise ValueError("an Empty transaction has no partitions")
@@ -106,12 +116,22 @@ def encode_value(meta: TxnMetadata, version: int = 0) -> bytes:
                 out += b"\x00"  # no tagged fields in the partition entry
     out += struct.pack(">qq", meta.txn_last_update_timestamp, meta.txn_start_timestamp)
     if flexible:
-        tags = []
-        if meta.last_producer_id != NO_PRODUCER_ID:
-            tags.append((0, struct.pack(">q", meta.last_producer_id)))
-        out += _uvarint(len(tags))
-        for tag, payload in tags:
-            out += _uvarint(tag) + _uvarint(len(payload)) + payload
+        out += _tagged_fields(meta)
+    return bytes(out)
+
+
+def _tagged_fields(meta: TxnMetadata) -> bytes:
+    """Tags 0-2 of TransactionLogValue v1, in ascending order, each only when not its default."""
+    tags = []
+    if meta.last_producer_id != NO_PRODUCER_ID:
+        tags.append((0, struct.pack(">q", meta.last_producer_id)))
+    if meta.next_producer_id != NO_PRODUCER_ID:
+        tags.append((1, struct.pack(">q", meta.next_producer_id)))
+    if meta.client_transaction_version != 0:
+        tags.append((2, struct.pack(">h", meta.client_transaction_version)))
+    out = bytearray(_uvarint(len(tags)))
+    for tag, payload in tags:
+        out += _uvarint(tag) + _uvarint(len(payload)) + payload
     return bytes(out)
 
 
@@ -161,6 +181,8 @@ class _Reader:
 
     def string(self) -> str:
         size = self.uvarint() - 1 if self.flexible else self.int16()
+        if size < 0:
+            raise CorruptTxnRecord("null in a non-nullable string")
         try:
             return self.raw(size).decode()
         except UnicodeDecodeError as exc:
@@ -189,11 +211,11 @@ def decode_value(data: bytes | None) -> TxnLogValue | None:
     """The value of a `__transaction_state` record; None for a tombstone."""
     if data is None:
         return None
-    (version,) = struct.unpack_from(">h", data) if len(data) >= 2 else (-1,)
+    reader = _Reader(data, flexible=False)
+    version = reader.int16()
     if version not in (0, 1):
         raise CorruptTxnRecord(f"unknown TransactionLogValue version {version}")
-    reader = _Reader(data, flexible=version == 1)
-    reader.pos = 2
+    reader.flexible = version == 1
     producer_id, epoch, timeout = reader.int64(), reader.int16(), reader.int32()
     try:
         state = TxnState(reader.int8())
@@ -205,7 +227,9 @@ def decode_value(data: bytes | None) -> TxnLogValue | None:
         partitions = set()
         for _ in range(count):
             topic = reader.string()
-            ids = reader.array_length() or 0
+            ids = reader.array_length()
+            if ids is None:
+                raise CorruptTxnRecord(f"null PartitionIds for topic {topic}")
             partitions.update((topic, reader.int32()) for _ in range(ids))
             if reader.flexible:
                 reader.tags()
@@ -241,4 +265,6 @@ def metadata_from(transactional_id: str, value: TxnLogValue) -> TxnMetadata:
         txn_start_timestamp=value.start_timestamp,
         txn_last_update_timestamp=value.last_update_timestamp,
         last_producer_id=value.previous_producer_id,
+        next_producer_id=value.next_producer_id,
+        client_transaction_version=value.client_transaction_version,
     )

@@ -1,5 +1,9 @@
 """Transaction states and metadata, with Kafka's transition rules (TransactionMetadata.scala).
 
+The table of valid previous states is Kafka's for transaction.version 0/1 (the Oct-2024 trunk);
+Kafka 4.0 also lets Empty/CompleteCommit/CompleteAbort go to PrepareAbort, for transaction.version
+2 clients aborting without a partition (apache/kafka PR #17698), which this broker does not speak.
+
 Metadata changes follow Kafka's prepare/complete pattern: a `prepare_*` method returns the metadata
 to be written to `__transaction_state` without touching the current one; the caller installs it
 once the write succeeded. So a failed write leaves the coordinator's view unchanged.
@@ -7,6 +11,7 @@ once the write succeeded. So a failed write leaves the coordinator's view unchan
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
@@ -72,68 +77,154 @@ class InvalidTransition(KafkaError):
     error_code = ErrorCode.invalid_txn_state
 
 
+class ProducerFenced(KafkaError):
+    """InitProducerId from an instance whose expected epoch is neither the current nor the last one."""
+
+    error_code = ErrorCode.producer_fenced
+
+
 @dataclass(frozen=True, slots=True)
 class TxnMetadata:
+    """One transactional id. Field order is positional API (the coordinator builds it positionally)."""
+
     transactional_id: str
     producer_id: int
     producer_epoch: int
     txn_timeout_ms: int
     state: TxnState
+    # frozen so that a prepared metadata can never alias the installed one's partitions
     topic_partitions: frozenset[TopicPartition] = field(default_factory=frozenset)
     txn_start_timestamp: int = -1
     txn_last_update_timestamp: int = -1
+    # Kafka's previousProducerId: the producer id the last written transition started from
     last_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH
+    next_producer_id: int = NO_PRODUCER_ID  # only set by transaction.version 2 epoch overflow
+    client_transaction_version: int = 0
+    # set on the installed metadata while its prepared successor is being written
+    pending_state: TxnState | None = None
 
     @property
     def is_epoch_exhausted(self) -> bool:
+        # Short.MaxValue itself is kept back so the coordinator can always fence (bump) once more
         return self.producer_epoch >= SHORT_MAX - 1
 
     @property
     def is_expiration_candidate(self) -> bool:
-        return self.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+        return self.state in _EXPIRABLE
+
+    @property
+    def is_expired_candidate(self) -> bool:
+        """Alias of is_expiration_candidate (Kafka's TransactionState.isExpirationAllowed)."""
+        return self.is_expiration_candidate
 
     @property
     def pending_completion(self) -> bool:
         return self.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
 
-    def _to(self, target: TxnState, now_ms: int, **changes: object) -> TxnMetadata:
+    # --- prepare / complete ------------------------------------------------------------------
+
+    def _to(self, target: TxnState, **changes: object) -> TxnMetadata:
+        """Kafka's prepareTransitionTo: validate and build the successor; `self` is left as is."""
+        if self.pending_state is not None:
+            raise InvalidTransition(f"transactional id {self.transactional_id}: preparing "
+                                    f"{target.display_name} while {self.pending_state.display_name} is pending")
         if not can_transition(self.state, target):
             raise InvalidTransition(f"transactional id {self.transactional_id}: {self.state.display_name} -> "
                                     f"{target.display_name} is not a valid transition")
-        return replace(self, state=target, txn_last_update_timestamp=now_ms, **changes)  # type: ignore[arg-type]
+        # Kafka's TxnTransitMetadata always records the producer id the transition starts from, and
+        # clears nextProducerId unless the transition sets it.
+        changes.setdefault("last_producer_id", self.producer_id)
+        changes.setdefault("next_producer_id", NO_PRODUCER_ID)
+        new = replace(self, state=target, pending_state=None, **changes)  # type: ignore[arg-type]
+        if new.producer_id < 0:
+            raise ValueError(f"illegal producer id {new.producer_id}")
+        if target != TxnState.DEAD and new.producer_epoch < 0:
+            raise ValueError(f"illegal producer epoch {new.producer_epoch}")
+        return new
 
-    def prepare_incr_producer_epoch(self, timeout_ms: int, now_ms: int) -> TxnMetadata:
-        """InitProducerId on an existing id: bump the epoch (fencing older instances), back to Empty."""
-        return self._to(TxnState.EMPTY, now_ms, producer_epoch=self.producer_epoch + 1, txn_timeout_ms=timeout_ms,
-                        topic_partitions=frozenset(), txn_start_timestamp=-1,
-                        last_producer_epoch=self.producer_epoch)
+    def with_pending(self, new: TxnMetadata) -> TxnMetadata:
+        """The installed metadata while `new` is being written: a second prepare is refused meanwhile."""
+        return replace(self, pending_state=new.state)
 
-    def prepare_producer_id_rotation(self, new_producer_id: int, timeout_ms: int, now_ms: int) -> TxnMetadata:
-        """Epoch exhausted: continue as a new producer id at epoch 0."""
-        return self._to(TxnState.EMPTY, now_ms, producer_id=new_producer_id, producer_epoch=0,
+    def complete_transition(self, new: TxnMetadata) -> TxnMetadata:
+        """Kafka's completeTransitionTo: `new` once its write succeeded, if it is the pending one."""
+        if self.pending_state is not None and self.pending_state != new.state:
+            raise InvalidTransition(f"transactional id {self.transactional_id}: completing "
+                                    f"{new.state.display_name} while {self.pending_state.display_name} is pending")
+        return replace(new, pending_state=None)
+
+    def prepare_incr_producer_epoch(self, timeout_ms: int, now_ms: int,
+                                    expected_epoch: int | None = None) -> TxnMetadata:
+        """InitProducerId on an existing id: bump the epoch (fencing older instances), back to Empty.
+
+        `expected_epoch` is KIP-360's (InitProducerId v3+ with a producer id): the current epoch
+        bumps and remembers it, the last epoch is a retry answered with the current epoch, anything
+        else is fenced.
+        """
+        if self.is_epoch_exhausted:
+            raise InvalidTransition(f"no producer epoch left for producer id {self.producer_id}")
+        epoch, last_epoch = self.producer_epoch + 1, NO_PRODUCER_EPOCH
+        if expected_epoch is not None:
+            if self.producer_epoch == NO_PRODUCER_EPOCH or expected_epoch == self.producer_epoch:
+                last_epoch = self.producer_epoch
+            elif expected_epoch == self.last_producer_epoch:
+                epoch, last_epoch = self.producer_epoch, self.last_producer_epoch
+            else:
+                raise ProducerFenced(f"expected epoch {expected_epoch} is neither the current "
+                                     f"{self.producer_epoch} nor the last {self.last_producer_epoch}")
+        return self._to(TxnState.EMPTY, producer_epoch=epoch, last_producer_epoch=last_epoch,
                         txn_timeout_ms=timeout_ms, topic_partitions=frozenset(), txn_start_timestamp=-1,
-                        last_producer_id=self.producer_id, last_producer_epoch=self.producer_epoch)
+                        txn_last_update_timestamp=now_ms)
 
-    def prepare_add_partitions(self, partitions: frozenset[TopicPartition], now_ms: int) -> TxnMetadata:
+    def prepare_producer_id_rotation(self, new_producer_id: int, timeout_ms: int, now_ms: int,
+                                     record_last_epoch: bool = False) -> TxnMetadata:
+        """Epoch exhausted: continue as a new producer id at epoch 0.
+
+        Kafka keeps the old epoch as the last one only for a KIP-360 caller (record_last_epoch).
+        """
+        return self._to(TxnState.EMPTY, producer_id=new_producer_id, producer_epoch=0,
+                        last_producer_epoch=self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
+                        txn_timeout_ms=timeout_ms, topic_partitions=frozenset(), txn_start_timestamp=-1,
+                        txn_last_update_timestamp=now_ms)
+
+    def prepare_add_partitions(self, partitions: Iterable[TopicPartition], now_ms: int) -> TxnMetadata:
         """AddPartitionsToTxn/AddOffsetsToTxn: Ongoing, starting the transaction's clock if it was idle."""
-        starting = self.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-        return self._to(TxnState.ONGOING, now_ms, topic_partitions=self.topic_partitions | partitions,
-                        txn_start_timestamp=now_ms if starting else self.txn_start_timestamp)
+        starting = self.state in _EXPIRABLE
+        return self._to(TxnState.ONGOING, topic_partitions=self.topic_partitions | frozenset(partitions),
+                        txn_start_timestamp=now_ms if starting else self.txn_start_timestamp,
+                        txn_last_update_timestamp=now_ms)
 
     def prepare_abort_or_commit(self, commit: bool, now_ms: int) -> TxnMetadata:
-        return self._to(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, now_ms)
+        """EndTxn (transaction.version < 2): same epoch and partitions, PrepareCommit/PrepareAbort."""
+        target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        return self._to(target, txn_last_update_timestamp=now_ms)
 
     def prepare_complete(self, now_ms: int) -> TxnMetadata:
         """After every marker is written: CompleteCommit/CompleteAbort, partitions cleared."""
         target = TxnState.COMPLETE_COMMIT if self.state == TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
-        return self._to(target, now_ms, topic_partitions=frozenset())
+        return self._to(target, topic_partitions=frozenset(), txn_last_update_timestamp=now_ms)
 
-    def prepare_fence_producer_epoch(self, now_ms: int) -> TxnMetadata:
-        """A timed-out or fenced Ongoing transaction: bump the epoch so the zombie is fenced, then abort."""
-        return self._to(TxnState.PREPARE_EPOCH_FENCE, now_ms, producer_epoch=self.producer_epoch + 1,
-                        last_producer_epoch=self.producer_epoch)
+    def prepare_fence_producer_epoch(self, now_ms: int | None = None) -> TxnMetadata:
+        """A timed-out or fenced Ongoing transaction: bump the epoch so the zombie is fenced, then abort.
 
-    def prepare_dead(self, now_ms: int) -> TxnMetadata:
-        """transactional.id.expiration.ms passed while idle: the id is removed (a tombstone is written)."""
-        return self._to(TxnState.DEAD, now_ms, topic_partitions=frozenset())
+        Kafka leaves the last update timestamp alone here (the PrepareAbort that follows sets it),
+        so `now_ms` is accepted for callers' convenience and unused. Kafka's hasFailedEpochFence
+        is not needed: a failed write leaves the installed metadata at the old epoch.
+        """
+        del now_ms
+        if self.producer_epoch >= SHORT_MAX:
+            raise InvalidTransition(f"cannot fence producer id {self.producer_id} at epoch {SHORT_MAX}")
+        return self._to(TxnState.PREPARE_EPOCH_FENCE, producer_epoch=self.producer_epoch + 1,
+                        last_producer_epoch=NO_PRODUCER_EPOCH)
+
+    def prepare_dead(self, now_ms: int | None = None) -> TxnMetadata:
+        """transactional.id.expiration.ms passed while idle: the id is removed (a tombstone is written).
+
+        Like Kafka, the timestamps are kept; `now_ms` is accepted and unused.
+        """
+        del now_ms
+        return self._to(TxnState.DEAD, topic_partitions=frozenset())
+
+
+_EXPIRABLE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
