@@ -69,6 +69,8 @@ class BrokerServer:
         self._connections[connection_id] = (connection, task)
         try:
             await connection.run()
+        except asyncio.CancelledError:
+            pass  # shutdown or idle close; asyncio would otherwise log the cancelled task as an error
         finally:
             self._connections.pop(connection_id, None)
 
