@@ -80,12 +80,24 @@ def test_consumer_offsets_topic_holds_kafka_format_records(broker: BrokerProcess
     consumer.commit(offsets=[TopicPartition(topic, 0, 42)], asynchronous=False)
     consumer.close()
     partition = partition_for(group, 50)
+    # Length-prefixed output: binary keys and values may contain any byte, newlines included.
     out = subprocess.run([KCAT or "kcat", "-b", broker.bootstrap, "-C", "-t", "__consumer_offsets", "-p",
-                          str(partition), "-o", "beginning", "-e", "-f", "%k\\t%s\\n"],
+                          str(partition), "-o", "beginning", "-e", "-f", "%K %S %k%s"],
                          capture_output=True, timeout=30, check=True).stdout
-    lines = [line for line in out.split(b"\n") if group.encode() in line and topic.encode() in line]
+    records = []
+    pos = 0
+    while pos < len(out):
+        key_len_text, _, rest = out[pos:].partition(b" ")
+        value_len_text, _, _ = rest.partition(b" ")
+        key_len, value_len = int(key_len_text), int(value_len_text)
+        start = pos + len(key_len_text) + len(value_len_text) + 2
+        key = out[start:start + max(key_len, 0)]
+        value = out[start + max(key_len, 0):start + max(key_len, 0) + max(value_len, 0)]
+        records.append((key, value))
+        pos = start + max(key_len, 0) + max(value_len, 0)
+    lines = [(k, v) for k, v in records if group.encode() in k and topic.encode() in k]
     assert lines, out
-    key, _tab, value = lines[-1].partition(b"\t")
+    key, value = lines[-1]
     expected_key = struct.pack(">hh", 1, len(group)) + group.encode() + struct.pack(">h", len(topic)) \
         + topic.encode() + struct.pack(">i", 0)
     assert key == expected_key
