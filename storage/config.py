@@ -21,6 +21,8 @@ class LogConfig:
     segment_index_bytes: int = 10485760
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
+    message_timestamp_after_max_ms: int = 3600000
+    message_timestamp_before_max_ms: int = LONG_MAX
     cleanup_policy: str = "delete"
     file_delete_delay_ms: int = 60000
     min_insync_replicas: int = 1
@@ -68,10 +70,10 @@ _DEFS = [
               "Largest record batch size allowed", _at_least(0)),
     ConfigDef("message.timestamp.type", "string", "CreateTime", "log.message.timestamp.type",
               "message_timestamp_type", "CreateTime or LogAppendTime", _one_of("CreateTime", "LogAppendTime")),
-    ConfigDef("message.timestamp.after.max.ms", "long", "3600000", "log.message.timestamp.after.max.ms", None,
-              "Allowed timestamp lead over the broker clock (not enforced)", _at_least(0)),
+    ConfigDef("message.timestamp.after.max.ms", "long", "3600000", "log.message.timestamp.after.max.ms",
+              "message_timestamp_after_max_ms", "Allowed CreateTime lead over the broker clock", _at_least(0)),
     ConfigDef("message.timestamp.before.max.ms", "long", str(LONG_MAX), "log.message.timestamp.before.max.ms",
-              None, "Allowed timestamp lag behind the broker clock (not enforced)", _at_least(0)),
+              "message_timestamp_before_max_ms", "Allowed CreateTime lag behind the broker clock", _at_least(0)),
     ConfigDef("min.cleanable.dirty.ratio", "double", "0.5", "log.cleaner.min.cleanable.ratio", None,
               "Dirty ratio that triggers compaction", lambda v: 0 <= float(v) <= 1),
     ConfigDef("min.compaction.lag.ms", "long", "0", "log.cleaner.min.compaction.lag.ms", None,

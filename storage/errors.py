@@ -47,6 +47,10 @@ class RecordTooLarge(KafkaError):
     error_code = ErrorCode.message_too_large
 
 
+class InvalidTimestamp(KafkaError):
+    error_code = ErrorCode.invalid_timestamp
+
+
 class InvalidConfig(KafkaError):
     error_code = ErrorCode.invalid_config
 

@@ -24,7 +24,7 @@ from minikafka.protocol.records import (
 )
 
 from .config import LogConfig
-from .errors import OffsetOutOfRange, RecordTooLarge
+from .errors import InvalidTimestamp, OffsetOutOfRange, RecordTooLarge
 from .index import AbortedTxn
 from .producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
 from .segment import LOG_SUFFIX, LogSegment
@@ -178,6 +178,8 @@ class PartitionLog:
             if header.size > self.config.max_message_bytes:
                 raise RecordTooLarge(
                     f"batch of {header.size} bytes exceeds max.message.bytes={self.config.max_message_bytes}")
+            if not from_coordinator:
+                self._check_timestamps(header, now_ms)
         updates: dict[int, ProducerAppendInfo] = {}
         next_offset = self.log_end_offset
         for _pos, header in batches:
@@ -201,6 +203,25 @@ class PartitionLog:
             updates[header.producer_id] = info
             next_offset += count
         return self._write(records, batches, now_ms, updates)
+
+    def _check_timestamps(self, header: BatchHeader, now_ms: int) -> None:
+        """Kafka's LogValidator bounds on CreateTime timestamps (message.timestamp.{before,after}.max.ms).
+
+        Kafka checks every record; the hot path reads only the header, so the batch's max timestamp
+        stands for the newest record and its base timestamp for the oldest (producers put the first
+        record's timestamp there and rarely send earlier ones after it).
+        """
+        if self.config.message_timestamp_type != "CreateTime":
+            return
+        if header.max_timestamp >= 0 and header.max_timestamp - now_ms > self.config.message_timestamp_after_max_ms:
+            raise InvalidTimestamp(
+                f"timestamp {header.max_timestamp} is more than message.timestamp.after.max.ms="
+                f"{self.config.message_timestamp_after_max_ms} ahead of the broker clock {now_ms}")
+        if header.base_timestamp >= 0 and (
+                now_ms - header.base_timestamp > self.config.message_timestamp_before_max_ms):
+            raise InvalidTimestamp(
+                f"timestamp {header.base_timestamp} is more than message.timestamp.before.max.ms="
+                f"{self.config.message_timestamp_before_max_ms} behind the broker clock {now_ms}")
 
     def _write(self, records: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int,
                updates: dict[int, ProducerAppendInfo]) -> AppendResult:

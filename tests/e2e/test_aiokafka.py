@@ -6,9 +6,14 @@ import asyncio
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic, RecordsToDelete
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import (
+    InvalidPartitionsError,
+    MessageSizeTooLargeError,
+    OffsetOutOfRangeError,
+    TopicAlreadyExistsError,
+)
 
 from tests.conftest import BrokerProcess, unique_topic
 
@@ -147,3 +152,129 @@ async def test_large_value(broker_factory) -> None:
     finally:
         await producer.stop()
     assert (await read(broker.bootstrap, topic, 1))[0].value == big
+
+
+async def test_admin_partitions_records_and_cluster(broker: BrokerProcess) -> None:
+    topic = unique_topic("aiopart")
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, 1, 1)])
+        await admin.create_partitions({topic: NewPartitions(3)})
+        [described] = await admin.describe_topics([topic])
+        assert described["error_code"] == 0
+        assert sorted(p["partition"] for p in described["partitions"]) == [0, 1, 2]
+        with pytest.raises(InvalidPartitionsError):
+            await admin.create_partitions({topic: NewPartitions(2)})
+        cluster = await admin.describe_cluster()
+        assert [(b["node_id"], b["host"], b["port"]) for b in cluster["brokers"]] == [(1, "127.0.0.1", broker.port)]
+        assert cluster["controller_id"] == 1
+
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+        await producer.start()
+        try:
+            for i in range(6):
+                await producer.send_and_wait(topic, str(i).encode(), partition=1)
+        finally:
+            await producer.stop()
+        tp = TopicPartition(topic, 1)
+        assert await admin.delete_records({tp: RecordsToDelete(4)}) == {tp: 4}
+        with pytest.raises(OffsetOutOfRangeError):
+            await admin.delete_records({tp: RecordsToDelete(7)})
+    finally:
+        await admin.close()
+    # auto_offset_reset="earliest": with the default "latest", the reset aiokafka starts on assign()
+    # races seek_to_beginning() on the client side and may win.
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        assert await consumer.beginning_offsets([tp]) == {tp: 4}
+        await consumer.seek_to_beginning(tp)
+        records: list = []
+        async with asyncio.timeout(DEADLINE):
+            while len(records) < 2:
+                records.extend((await consumer.getmany(tp, timeout_ms=200)).get(tp, []))
+        assert [(r.offset, r.value) for r in records] == [(4, b"4"), (5, b"5")]
+    finally:
+        await consumer.stop()
+
+
+async def test_seek_to_end_then_wait_for_new_records(broker: BrokerProcess) -> None:
+    topic = unique_topic("aioend")
+    await make_topic(broker.bootstrap, topic)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+    await producer.start()
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, fetch_max_wait_ms=5000)
+    await consumer.start()
+    try:
+        for i in range(5):
+            await producer.send_and_wait(topic, f"old{i}".encode())
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_end(tp)
+        assert await consumer.position(tp) == 5
+        pending = asyncio.ensure_future(consumer.getone())
+        done, _ = await asyncio.wait({pending}, timeout=0.3)
+        assert not done, "nothing new to read yet"
+        await producer.send_and_wait(topic, b"new", key=b"k")
+        async with asyncio.timeout(DEADLINE):
+            record = await pending
+        assert (record.offset, record.key, record.value) == (5, b"k", b"new")
+        consumer.seek(tp, 2)
+        async with asyncio.timeout(DEADLINE):
+            assert (await consumer.getone()).value == b"old2"
+    finally:
+        await consumer.stop()
+        await producer.stop()
+
+
+async def test_too_large_message_is_rejected_by_the_broker(broker: BrokerProcess) -> None:
+    topic = unique_topic("aiotoobig")
+    await make_topic(broker.bootstrap, topic)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, max_request_size=5_000_000)
+    await producer.start()
+    try:
+        with pytest.raises(MessageSizeTooLargeError):
+            await producer.send_and_wait(topic, b"z" * 1_200_000)
+        ok = await producer.send_and_wait(topic, b"fits")
+    finally:
+        await producer.stop()
+    assert ok.offset == 0, "the rejected batch took no offset"
+    assert [r.value for r in await read(broker.bootstrap, topic, 1)] == [b"fits"]
+
+
+async def test_multi_partition_round_trip_keeps_per_partition_order(broker: BrokerProcess) -> None:
+    topic = unique_topic("aiomulti")
+    await make_topic(broker.bootstrap, topic, 3)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks=1, linger_ms=5)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, f"{i}".encode(), key=f"key{i % 7}".encode()) for i in range(300)]
+        metadata = await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+    placement = {i: (m.partition, m.offset) for i, m in enumerate(metadata)}
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(3)]
+        consumer.assign(tps)
+        got: dict[int, list] = {p: [] for p in range(3)}
+        async with asyncio.timeout(DEADLINE):
+            while sum(len(v) for v in got.values()) < 300:
+                for tp, records in (await consumer.getmany(timeout_ms=200)).items():
+                    got[tp.partition].extend(records)
+    finally:
+        await consumer.stop()
+    for partition, records in got.items():
+        assert [r.offset for r in records] == list(range(len(records)))
+        assert [int(r.value) for r in records] == sorted(int(r.value) for r in records)
+        for record in records:
+            assert placement[int(record.value)] == (partition, record.offset)
+            assert record.key == f"key{int(record.value) % 7}".encode()
+    by_key = {}
+    for partition, records in got.items():
+        for record in records:
+            by_key.setdefault(record.key, set()).add(partition)
+    assert all(len(parts) == 1 for parts in by_key.values()), "one key, one partition"

@@ -5,7 +5,16 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    TIMESTAMP_CREATE_TIME,
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -175,15 +184,26 @@ def test_seek(broker: BrokerProcess) -> None:
 def test_restart_keeps_data_and_topic_ids(broker: BrokerProcess) -> None:
     topic = unique_topic("restart")
     create_topic(broker.bootstrap, topic, 2)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    before = admin.describe_topics_if_supported(topic) if hasattr(admin, "describe_topics_if_supported") else None
+
+    def topic_id() -> str:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        description = admin.describe_topics(TopicCollection([topic]))[topic].result(10)
+        assert len(description.partitions) == 2
+        return str(description.topic_id)
+
+    before = topic_id()
+    assert before and before != "AAAAAAAAAAAAAAAAAAAAAA"  # the zero Uuid means "no id"
     produce_all(producer(broker.bootstrap), topic, [{"value": str(i).encode(), "partition": i % 2} for i in range(10)])
     assert broker.restart() is broker
+    assert topic_id() == before, "a clean restart keeps the topic id"
     got = consume(broker.bootstrap, topic, 10, partitions=(0, 1))
-    assert sorted(r.value for r in got) == sorted(str(i).encode() for i in range(10))
+    assert sorted((r.partition, r.offset, r.value) for r in got) == sorted(
+        (i % 2, i // 2, str(i).encode()) for i in range(10))
     produce_all(producer(broker.bootstrap), topic, [{"value": b"after", "partition": 0}])
-    assert consume(broker.bootstrap, topic, 6)[-1].value == b"after"
-    assert before is None or before  # topic ids are checked over the raw protocol in test_raw_protocol
+    assert [(r.offset, r.value) for r in consume(broker.bootstrap, topic, 6)][-1] == (5, b"after")
+    broker.restart(hard=True)
+    assert topic_id() == before, "recovery after kill -9 keeps the topic id"
+    assert [r.value for r in consume(broker.bootstrap, topic, 6)] == [b"0", b"2", b"4", b"6", b"8", b"after"]
 
 
 def test_segment_roll(broker_factory) -> None:
@@ -275,3 +295,350 @@ def test_idempotent_producer_round_trip(broker: BrokerProcess) -> None:
     assert list((broker.data_dir / f"{topic}-0").glob("*.snapshot")) == []  # taken on roll/close only
     broker.restart()
     assert list((broker.data_dir / f"{topic}-0").glob("*.snapshot"))
+
+
+def test_admin_errors(broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    name = unique_topic("adminerr")
+    create_topic(broker.bootstrap, name, 2)
+    with pytest.raises(KafkaException) as shrink:
+        admin.create_partitions([NewPartitions(name, 1)])[name].result(10)
+    assert shrink.value.args[0].code() == KafkaError.INVALID_PARTITIONS
+    with pytest.raises(KafkaException) as same:
+        admin.create_partitions([NewPartitions(name, 2)])[name].result(10)
+    assert same.value.args[0].code() == KafkaError.INVALID_PARTITIONS
+    with pytest.raises(KafkaException) as zero:
+        admin.create_topics([NewTopic(name + "-zero", 0, 1)])[name + "-zero"].result(10)
+    assert zero.value.args[0].code() == KafkaError.INVALID_PARTITIONS
+    with pytest.raises(KafkaException) as bad_config:
+        admin.create_topics([NewTopic(name + "-cfg", 1, 1, config={"retention.ms": "soon"})])[name + "-cfg"].result(10)
+    assert bad_config.value.args[0].code() == KafkaError.INVALID_CONFIG
+    missing = unique_topic("missing")
+    with pytest.raises(KafkaException) as unknown:
+        admin.delete_topics([missing])[missing].result(10)
+    assert unknown.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    with pytest.raises(KafkaException) as too_long:
+        admin.create_topics([NewTopic("x" * 250, 1, 1)])["x" * 250].result(10)
+    assert too_long.value.args[0].code() == KafkaError.TOPIC_EXCEPTION  # INVALID_TOPIC_EXCEPTION, 17
+    topics = admin.list_topics(timeout=10).topics
+    assert len(topics[name].partitions) == 2
+    assert name + "-zero" not in topics and name + "-cfg" not in topics and "x" * 250 not in topics
+
+
+def test_incremental_alter_configs_set_delete_and_errors(broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    name = unique_topic("ialter")
+    create_topic(broker.bootstrap, name)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, name)
+
+    def alter(*entries: ConfigEntry) -> None:
+        change = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=list(entries))
+        admin.incremental_alter_configs([change])[change].result(10)
+
+    alter(ConfigEntry("retention.bytes", "123456789", incremental_operation=AlterConfigOpType.SET),
+          ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET))
+    configs = admin.describe_configs([resource])[resource].result(10)
+    assert (configs["retention.bytes"].value, configs["retention.bytes"].source) == (
+        "123456789", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    assert configs["cleanup.policy"].value == "compact"
+    alter(ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.APPEND))
+    assert set(admin.describe_configs([resource])[resource].result(10)["cleanup.policy"].value.split(",")) == {
+        "compact", "delete"}
+    alter(ConfigEntry("retention.bytes", None, incremental_operation=AlterConfigOpType.DELETE))
+    configs = admin.describe_configs([resource])[resource].result(10)
+    assert (configs["retention.bytes"].value, configs["retention.bytes"].source) == (
+        "-1", ConfigSource.DEFAULT_CONFIG.value)
+    with pytest.raises(KafkaException) as unknown:
+        alter(ConfigEntry("no.such.config", "1", incremental_operation=AlterConfigOpType.SET))
+    assert unknown.value.args[0].code() == KafkaError.INVALID_CONFIG
+    with pytest.raises(KafkaException) as bad_value:
+        alter(ConfigEntry("retention.ms", "forever", incremental_operation=AlterConfigOpType.SET))
+    assert bad_value.value.args[0].code() == KafkaError.INVALID_CONFIG
+    configs = admin.describe_configs([resource])[resource].result(10)
+    assert configs["retention.ms"].value == "604800000", "a rejected change leaves the config alone"
+    # the change survives a restart
+    alter(ConfigEntry("retention.ms", "7777777", incremental_operation=AlterConfigOpType.SET))
+    broker.restart()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert admin.describe_configs([resource])[resource].result(10)["retention.ms"].value == "7777777"
+
+
+def test_broker_config_sources_and_synonyms(broker_factory) -> None:
+    broker = broker_factory(**{"message.max.bytes": "2000000"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    broker_resource = ConfigResource(ConfigResource.Type.BROKER, "1")
+    configs = admin.describe_configs([broker_resource])[broker_resource].result(10)
+    assert (configs["message.max.bytes"].value, configs["message.max.bytes"].source) == (
+        "2000000", ConfigSource.STATIC_BROKER_CONFIG.value)
+    assert not configs["message.max.bytes"].is_default
+    assert (configs["num.partitions"].value, configs["num.partitions"].source) == (
+        "1", ConfigSource.DEFAULT_CONFIG.value)
+    assert configs["auto.create.topics.enable"].value == "true"
+    topic = unique_topic("syn")
+    create_topic(broker.bootstrap, topic)
+    topic_resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entry = admin.describe_configs([topic_resource])[topic_resource].result(10)["max.message.bytes"]
+    assert (entry.value, entry.source) == ("2000000", ConfigSource.STATIC_BROKER_CONFIG.value)
+    # (the synonym list is checked over the raw protocol: confluent-kafka keys it by name)
+
+
+def test_headers_duplicates_and_null_values(broker: BrokerProcess) -> None:
+    topic = unique_topic("hdr")
+    create_topic(broker.bootstrap, topic)
+    headers = [("a", b"1"), ("a", b"2"), ("nothing", None), ("\u00e9t\u00e9", "ünïcode".encode())]
+    produce_all(producer(broker.bootstrap), topic, [{"key": b"k", "value": b"v", "headers": headers}])
+    [got] = consume(broker.bootstrap, topic, 1)
+    assert list(got.headers) == headers
+
+
+def test_timestamp_types(broker: BrokerProcess) -> None:
+    create_time_topic = unique_topic("ct")
+    append_time_topic = unique_topic("lat")
+    create_topic(broker.bootstrap, create_time_topic)
+    create_topic(broker.bootstrap, append_time_topic, config={"message.timestamp.type": "LogAppendTime"})
+    sent = int(time.time() * 1000) - 600_000
+    before = int(time.time() * 1000)
+    for topic in (create_time_topic, append_time_topic):
+        produce_all(producer(broker.bootstrap), topic, [{"value": b"x", "timestamp": sent}])
+    after = int(time.time() * 1000)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ts", "enable.auto.commit": False})
+    try:
+        stamps = {}
+        for topic in (create_time_topic, append_time_topic):
+            consumer.assign([TopicPartition(topic, 0, 0)])
+            message = poll_until(lambda: consumer.poll(0.2), timeout=15, message=f"a record from {topic}")
+            assert message.error() is None, message.error()
+            stamps[topic] = message.timestamp()
+    finally:
+        consumer.close()
+    assert stamps[create_time_topic] == (TIMESTAMP_CREATE_TIME, sent)
+    kind, appended = stamps[append_time_topic]
+    assert kind == TIMESTAMP_LOG_APPEND_TIME
+    assert before <= appended <= after, "LogAppendTime is the broker's clock when it appended"
+
+
+def test_topic_max_message_bytes_override(broker: BrokerProcess) -> None:
+    topic = unique_topic("tmax")
+    create_topic(broker.bootstrap, topic, config={"max.message.bytes": "1000"})
+    errors: list[KafkaError | None] = []
+    p = producer(broker.bootstrap, **{"compression.type": "none"})
+    p.produce(topic, value=b"s" * 100, on_delivery=lambda err, msg: errors.append(err))
+    p.flush(10)
+    p.produce(topic, value=b"L" * 5000, on_delivery=lambda err, msg: errors.append(err))
+    p.flush(10)
+    assert errors[0] is None
+    assert errors[1] is not None and errors[1].code() == KafkaError.MSG_SIZE_TOO_LARGE
+    assert [r.value for r in consume(broker.bootstrap, topic, 1)] == [b"s" * 100]
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x"})
+    assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 1)
+    consumer.close()
+
+
+def test_too_large_for_the_default_limit(broker: BrokerProcess) -> None:
+    topic = unique_topic("deflimit")
+    create_topic(broker.bootstrap, topic)
+    errors: list[KafkaError | None] = []
+    p = producer(broker.bootstrap, **{"message.max.bytes": 5_000_000, "compression.type": "none"})
+    p.produce(topic, value=b"q" * 1_100_000, on_delivery=lambda err, msg: errors.append(err))
+    p.flush(20)
+    assert len(errors) == 1 and errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+    p.produce(topic, value=b"q" * 1_000_000, on_delivery=lambda err, msg: errors.append(err))
+    p.flush(20)
+    assert errors[1] is None, "a 1 000 000-byte value fits in the default message.max.bytes of 1048588"
+
+
+def test_seek_while_consuming(broker: BrokerProcess) -> None:
+    topic = unique_topic("seek2")
+    create_topic(broker.bootstrap, topic, 2)
+    produce_all(producer(broker.bootstrap), topic, [{"value": f"{p}-{i}".encode(), "partition": p}
+                                                     for p in (0, 1) for i in range(10)])
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "seeker", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 100})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen: list[tuple[int, bytes]] = []
+
+    def take(n: int) -> list[tuple[int, bytes]]:
+        out: list[tuple[int, bytes]] = []
+
+        def step() -> bool:
+            message = consumer.poll(0.2)
+            if message is not None:
+                assert message.error() is None, message.error()
+                out.append((message.offset(), message.value()))
+            return len(out) >= n
+        poll_until(step, timeout=15, message=f"{n} records")
+        return out
+
+    try:
+        seen = take(4)
+        assert seen == [(i, f"0-{i}".encode()) for i in range(4)]
+        consumer.seek(TopicPartition(topic, 0, 8))
+        assert take(2) == [(8, b"0-8"), (9, b"0-9")]
+        consumer.seek(TopicPartition(topic, 0, 1))
+        assert take(3) == [(1, b"0-1"), (2, b"0-2"), (3, b"0-3")]
+        consumer.assign([TopicPartition(topic, 1, 7)])
+        assert take(3) == [(7, b"1-7"), (8, b"1-8"), (9, b"1-9")]
+        assert consumer.position([TopicPartition(topic, 1)])[0].offset == 10
+    finally:
+        consumer.close()
+
+
+def test_consumer_waits_for_records_produced_later(broker: BrokerProcess) -> None:
+    topic = unique_topic("later")
+    create_topic(broker.bootstrap, topic)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "later", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 5000})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    try:
+        assert consumer.poll(0.5) is None  # empty partition: the fetch is parked in the broker
+        produce_all(producer(broker.bootstrap), topic, [{"value": b"late-1"}, {"value": b"late-2"}])
+        got: list[bytes] = []
+
+        def step() -> bool:
+            message = consumer.poll(0.2)
+            if message is not None:
+                assert message.error() is None, message.error()
+                got.append(message.value())
+            return len(got) >= 2
+        poll_until(step, timeout=15, message="records produced after the fetch was parked")
+        assert got == [b"late-1", b"late-2"]
+    finally:
+        consumer.close()
+
+
+def test_delete_records_edges(broker: BrokerProcess) -> None:
+    topic = unique_topic("delrec2")
+    create_topic(broker.bootstrap, topic, 2)
+    produce_all(producer(broker.bootstrap), topic, [{"value": str(i).encode(), "partition": 0} for i in range(5)])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    beyond = TopicPartition(topic, 0, 6)
+    with pytest.raises(KafkaException) as out_of_range:
+        admin.delete_records([beyond])[beyond].result(10)
+    assert out_of_range.value.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE
+    everything = TopicPartition(topic, 0, -1)  # -1: up to the high watermark
+    assert admin.delete_records([everything])[everything].result(10).low_watermark == 5
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x"})
+    assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (5, 5)
+    assert consumer.get_watermark_offsets(TopicPartition(topic, 1), timeout=10) == (0, 0)
+    consumer.close()
+    produce_all(producer(broker.bootstrap), topic, [{"value": b"next", "partition": 0}])
+    assert [(r.offset, r.value) for r in consume(broker.bootstrap, topic, 1, offset=5)] == [(5, b"next")]
+    broker.restart()
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x"})
+    assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (5, 6), \
+        "the log start offset survives a restart"
+    consumer.close()
+
+
+def test_auto_create_uses_num_partitions(broker_factory) -> None:
+    broker = broker_factory(**{"num.partitions": "3"})
+    topic = unique_topic("auto3")
+    produce_all(producer(broker.bootstrap), topic, [{"value": b"p2", "partition": 2}])
+    metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(topic, timeout=10)
+    assert sorted(metadata.topics[topic].partitions) == [0, 1, 2]
+    assert consume(broker.bootstrap, topic, 1, partitions=(2,))[0].value == b"p2"
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "zstd"])
+def test_timestamp_lookup_inside_one_batch(broker: BrokerProcess, codec: str) -> None:
+    """ListOffsets by timestamp finds the first matching record, not just its batch."""
+    topic = unique_topic("tsbatch")
+    create_topic(broker.bootstrap, topic)
+    base = 1_700_000_000_000
+    produce_all(producer(broker.bootstrap, **{"compression.type": codec, "linger.ms": 1000,
+                                              "batch.num.messages": 100}), topic,
+                [{"value": str(i).encode(), "timestamp": base + i * 10} for i in range(100)])
+    assert len(list((broker.data_dir / f"{topic}-0").glob("*.log"))) == 1
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    tp = TopicPartition(topic, 0)
+    found = admin.list_offsets({tp: OffsetSpec.for_timestamp(base + 495)})[tp].result(10)
+    assert (found.offset, found.timestamp) == (50, base + 500)
+    exact = admin.list_offsets({tp: OffsetSpec.for_timestamp(base + 730)})[tp].result(10)
+    assert (exact.offset, exact.timestamp) == (73, base + 730)
+    newest = admin.list_offsets({tp: OffsetSpec.max_timestamp()})[tp].result(10)
+    assert (newest.offset, newest.timestamp) == (99, base + 990)
+
+
+def test_fetch_returns_a_batch_larger_than_the_fetch_limits(broker: BrokerProcess) -> None:
+    """KIP-74: the first batch is returned even when it exceeds fetch.max.bytes / max.partition.fetch.bytes."""
+    topic = unique_topic("kip74")
+    create_topic(broker.bootstrap, topic)
+    values = [bytes([i]) * 200_000 for i in range(3)]
+    uncompressed = producer(broker.bootstrap, **{"compression.type": "none"})
+    for value in values:  # one batch each: the broker must hand them out one oversized batch per response
+        produce_all(uncompressed, topic, [{"value": value}])
+    # receive.message.max.bytes below two batches: a response carrying more than the first batch fails.
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "small", "enable.auto.commit": False,
+                         "message.max.bytes": 1000, "fetch.max.bytes": 1024, "max.partition.fetch.bytes": 1024,
+                         "receive.message.max.bytes": 300_000,
+                         "fetch.wait.max.ms": 100})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got: list[bytes] = []
+
+    def step() -> bool:
+        message = consumer.poll(0.2)
+        if message is not None:
+            assert message.error() is None, message.error()
+            got.append(message.value())
+        return len(got) >= 3
+
+    try:
+        poll_until(step, timeout=20, message="three 200 kB records through 1 kB fetch limits")
+    finally:
+        consumer.close()
+    assert got == values
+
+
+def test_timestamp_too_far_in_the_future_is_rejected(broker: BrokerProcess) -> None:
+    topic = unique_topic("future")
+    create_topic(broker.bootstrap, topic)
+    errors: list[KafkaError | None] = []
+    p = producer(broker.bootstrap)
+    p.produce(topic, value=b"later", timestamp=int(time.time() * 1000) + 2 * 3_600_000,
+              on_delivery=lambda err, msg: errors.append(err))
+    p.flush(10)  # separate batches: Kafka rejects a whole batch when one of its records is out of bounds
+    p.produce(topic, value=b"long ago", timestamp=1_000, on_delivery=lambda err, msg: errors.append(err))
+    p.flush(10)
+    # message.timestamp.after.max.ms defaults to one hour (Kafka 4.0); before.max.ms is unbounded
+    assert errors[0] is not None and errors[0].code() == KafkaError.INVALID_TIMESTAMP
+    assert errors[1] is None
+    assert [(r.offset, r.value, r.timestamp) for r in consume(broker.bootstrap, topic, 1)] == [(0, b"long ago", 1_000)]
+
+
+def test_delete_and_recreate_topic(broker: BrokerProcess) -> None:
+    topic = unique_topic("recreate")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    create_topic(broker.bootstrap, topic, 2)
+    first_id = str(admin.describe_topics(TopicCollection([topic]))[topic].result(10).topic_id)
+    produce_all(producer(broker.bootstrap), topic, [{"value": b"old", "partition": 1}])
+    admin.delete_topics([topic])[topic].result(10)
+    poll_until(lambda: not (broker.data_dir / f"{topic}-1").exists(), timeout=15,
+               message="the deleted partition's directory to go")
+    create_topic(broker.bootstrap, topic, 1)
+    second = admin.describe_topics(TopicCollection([topic]))[topic].result(10)
+    assert str(second.topic_id) != first_id
+    assert len(second.partitions) == 1
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x"})
+    assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 0)
+    consumer.close()
+    produce_all(producer(broker.bootstrap), topic, [{"value": b"new"}])
+    assert [(r.offset, r.value) for r in consume(broker.bootstrap, topic, 1)] == [(0, b"new")]
+
+
+def test_validate_only_and_unknown_resources(broker: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = unique_topic("validate")
+    admin.create_topics([NewTopic(topic, 4, 1)], validate_only=True)[topic].result(10)
+    assert topic not in admin.list_topics(timeout=10).topics, "validate_only creates nothing"
+    create_topic(broker.bootstrap, topic, 1)
+    admin.create_partitions([NewPartitions(topic, 3)], validate_only=True)[topic].result(10)
+    assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 1
+    change = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([change], validate_only=True)[change].result(10)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    assert admin.describe_configs([resource])[resource].result(10)["retention.ms"].value == "604800000"
+    missing = ConfigResource(ConfigResource.Type.TOPIC, unique_topic("nothere"))
+    with pytest.raises(KafkaException) as unknown:
+        admin.describe_configs([missing])[missing].result(10)
+    assert unknown.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART

@@ -66,3 +66,38 @@ def test_idempotent_producer(broker: BrokerProcess) -> None:
     create_topic(broker.bootstrap, topic)
     assert run_js("idempotent.js", broker.bootstrap, topic, "3000") == {"sent": 3000}
     assert [int(r.value) for r in consume(broker.bootstrap, topic, 3000)] == list(range(3000))  # type: ignore[arg-type]
+
+
+def test_admin_edges_and_acks(broker_factory) -> None:
+    broker = broker_factory(**{"auto.create.topics.enable": "false"})
+    topic = unique_topic("kjsedge")
+    result = run_js("admin_edges.js", broker.bootstrap, topic)
+    assert result["cluster"]["brokers"] == [{"nodeId": 1, "host": "127.0.0.1", "port": broker.port}]
+    assert result["cluster"]["controller"] == 1 and result["cluster"]["clusterId"]
+    assert result["created"] is True
+    assert result["configs"]["retention.ms"] == {"value": "3600000", "isDefault": False, "source": 1}
+    assert result["configs"]["segment.bytes"] == {"value": "1073741824", "isDefault": True, "source": 5}
+    assert result["brokerConfigs"] == {"num.partitions": "1", "log.segment.bytes": "1073741824"}
+    assert result["invalidName"]["type"] == "INVALID_TOPIC_EXCEPTION"
+    assert result["deleteMissing"]["type"] == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert result["shrink"]["type"] == "INVALID_PARTITIONS"
+    assert result["unknownTopic"]["type"] == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert result["acks"] == {"1": "0", "-1": "1"}
+    assert [(b["partition"], b["errorCode"], b["baseOffset"]) for b in result["batch"]] == [(0, 0, "3")]
+    assert [(o["low"], o["high"]) for o in result["offsets"]] == [("0", "5")]
+    # kafkajs answers "no record that late" with the high watermark
+    assert result["byTimestampPastEnd"] == [{"partition": 0, "offset": "5"}]
+    assert result["byTimestampStart"] == [{"partition": 0, "offset": "0"}]
+    assert [(o["low"], o["high"]) for o in result["offsetsAfterDeleteAll"]] == [("5", "5")]
+
+
+def test_what_kafkajs_wrote_reads_back_with_librdkafka(broker: BrokerProcess) -> None:
+    """Keys, null keys, repeated headers, timestamps and a multi-record batch from kafkajs, read by librdkafka."""
+    topic = unique_topic("kjsread")
+    result = run_js("produce_only.js", broker.bootstrap, topic)
+    assert result == {"baseOffsets": ["0", "1", "2"]}
+    got = consume(broker.bootstrap, topic, 4)
+    assert [(r.offset, r.key, r.value) for r in got] == [
+        (0, b"acks1", b"v1"), (1, b"acks-1", b"v-1"), (2, None, b"b1"), (3, None, b"b2")]
+    assert got[0].headers == (("a", b"1"), ("b", b"x"), ("b", b"y"))
+    assert got[0].timestamp == 1_700_000_000_000

@@ -106,3 +106,49 @@ def test_consumer_offsets_topic_holds_kafka_format_records(broker: BrokerProcess
     assert leader_epoch == -1
     (commit_timestamp,) = struct.unpack_from(">q", value, 16)
     assert commit_timestamp > 1_600_000_000_000
+
+
+def test_partition_headers_nulls_and_timestamps(broker: BrokerProcess) -> None:
+    topic = unique_topic("kcathdr")
+    create_topic(broker.bootstrap, topic, 2)
+    # -Z: an empty key or value is sent as NULL
+    kcat(broker, "-P", "-t", topic, "-p", "1", "-K:", "-Z", "-H", "a=1", "-H", "a=2", "-H", "b=x",
+         stdin="k1:v1\n:nokey\nk3:\n")
+    out = kcat(broker, "-C", "-t", topic, "-p", "1", "-o", "beginning", "-e", "-J")
+    messages = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert [(m["partition"], m["offset"], m["key"], m["payload"]) for m in messages] == [
+        (1, 0, "k1", "v1"), (1, 1, None, "nokey"), (1, 2, "k3", None)]
+    assert all(m["headers"] == ["a", "1", "a", "2", "b", "x"] for m in messages)
+    assert all(m["tstype"] == "create" and m["ts"] > 1_600_000_000_000 for m in messages)
+    assert [(r.key, r.value) for r in consume(broker.bootstrap, topic, 3, partitions=(1,))] == [
+        (b"k1", b"v1"), (None, b"nokey"), (b"k3", None)]
+    from confluent_kafka import Consumer, TopicPartition
+
+    watermarks = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "w"})
+    assert watermarks.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 0), "-p 1 wrote only to 1"
+    watermarks.close()
+
+
+def test_relative_and_end_offsets(broker: BrokerProcess) -> None:
+    topic = unique_topic("kcatrel")
+    create_topic(broker.bootstrap, topic)
+    kcat(broker, "-P", "-t", topic, stdin="".join(f"r{i}\n" for i in range(20)))
+    out = kcat(broker, "-C", "-t", topic, "-p", "0", "-o", "-3", "-e", "-f", "%o:%s\\n")
+    assert out.splitlines() == ["17:r17", "18:r18", "19:r19"]
+    assert kcat(broker, "-C", "-t", topic, "-p", "0", "-o", "end", "-e", "-f", "%o:%s\\n") == ""
+    # -c: stop after this many messages
+    out = kcat(broker, "-C", "-t", topic, "-p", "0", "-o", "5", "-c", "2", "-f", "%o:%s\\n")
+    assert out.splitlines() == ["5:r5", "6:r6"]
+
+
+def test_offset_query_past_the_last_timestamp(broker: BrokerProcess) -> None:
+    topic = unique_topic("kcatq2")
+    create_topic(broker.bootstrap, topic, 2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    base = 1_700_000_000_000
+    for i in range(4):
+        producer.produce(topic, value=b"x", partition=i % 2, timestamp=base + i * 1000)
+    assert producer.flush(10) == 0
+    out = kcat(broker, "-Q", "-t", f"{topic}:0:{base + 500}", "-t", f"{topic}:1:{base + 99_000}")
+    lines = sorted(line.split() for line in out.splitlines() if line.strip())
+    assert lines == [[topic, "[0]", "offset", "1"], [topic, "[1]", "offset", "-1"]]

@@ -195,3 +195,162 @@ def test_describe_cluster(broker: BrokerProcess) -> None:
     assert response.error_code == 0 and response.controller_id == 1  # type: ignore[attr-defined]
     assert [(b.broker_id, b.port) for b in response.brokers] == [(1, broker.port)]  # type: ignore[attr-defined]
     assert response.cluster_id  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_api_versions_v1_and_v2(broker: BrokerProcess, version: int) -> None:
+    from importlib import import_module
+
+    request_cls = import_module(f"kio.schema.api_versions.v{version}.request").ApiVersionsRequest
+    wire = Wire(broker)
+    wire.send(encode_request(40 + version, request_cls()))
+    corr, body = decode_response(wire.receive(), 18, version)
+    assert corr == 40 + version and body.error_code == 0
+    keys = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+    assert keys[18] == (0, 4) and keys[3][0] == 0 and keys[1][1] >= 12
+    assert body.throttle_time.total_seconds() == 0
+    wire.close()
+
+
+def test_describe_configs_synonyms_in_precedence_order(broker_factory) -> None:
+    """Kafka lists a topic config's synonyms most-specific first: topic, static broker, default."""
+    from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+
+    broker = broker_factory(**{"message.max.bytes": "2000000"})
+    plain = unique_topic("synplain")
+    overridden = unique_topic("synover")
+    create_topic(broker.bootstrap, plain)
+    create_topic(broker.bootstrap, overridden, config={"max.message.bytes": "3000000"})
+    request = DescribeConfigsRequest(include_synonyms=True, include_documentation=False, resources=tuple(
+        DescribeConfigsResource(resource_type=2, resource_name=name, configuration_keys=("max.message.bytes",))
+        for name in (plain, overridden)))
+    results = _round_trip(broker, request, 32, 4).results  # type: ignore[attr-defined]
+    described = {}
+    for result in results:
+        assert result.error_code == 0
+        [entry] = result.configs
+        assert entry.name == "max.message.bytes"
+        described[result.resource_name] = (entry.value, entry.config_source,
+                                           [(s.name, s.value, s.source) for s in entry.synonyms])
+    assert described[plain] == ("2000000", 4, [("message.max.bytes", "2000000", 4),
+                                               ("message.max.bytes", "1048588", 5)])
+    assert described[overridden] == ("3000000", 1, [("max.message.bytes", "3000000", 1),
+                                                    ("message.max.bytes", "2000000", 4),
+                                                    ("message.max.bytes", "1048588", 5)])
+
+
+def test_fetch_long_poll_is_answered_when_data_arrives(broker: BrokerProcess) -> None:
+    """A Fetch with max_wait 20 s on an empty partition answers with records produced while it waits."""
+    from datetime import timedelta
+
+    from confluent_kafka import Producer
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+
+    topic = unique_topic("longpoll")
+    create_topic(broker.bootstrap, topic)
+    request = FetchRequest(max_wait=timedelta(seconds=20), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                           session_id=0, session_epoch=-1, topics=(FetchTopic(topic=topic, partitions=(
+                               FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20,
+                                              log_start_offset=-1),)),), forgotten_topics_data=(), rack_id="")
+    waiting = Wire(broker)
+    waiting.sock.settimeout(30)
+    waiting.send(encode_request(7, request))
+    # A second request on the same connection is queued behind the parked fetch.
+    waiting.send(encode_request(8, ApiVersionsV0()))
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False})
+    producer.produce(topic, value=b"woken")
+    assert producer.flush(10) == 0
+    corr, response = decode_response(waiting.receive(), 1, 12)
+    assert corr == 7
+    partition = response.responses[0].partitions[0]
+    assert partition.error_code == 0 and partition.high_watermark == 1
+    from minikafka.protocol.records import decode_all
+
+    [batch] = decode_all(partition.records)
+    assert [r.value for r in batch.records] == [b"woken"]
+    assert decode_response(waiting.receive(), 18, 0)[0] == 8
+    waiting.close()
+
+
+def test_request_over_configured_socket_request_max_bytes_closes(broker_factory) -> None:
+    broker = broker_factory(**{"socket.request.max.bytes": "1024"})
+    small = Wire(broker)
+    small.send(encode_request(1, ApiVersionsV0(), client_id="c" * 500))
+    assert decode_response(small.receive(), 18, 0)[0] == 1
+    big = Wire(broker)
+    big.send(encode_request(2, ApiVersionsV0(), client_id="c" * 2000))
+    assert big.is_closed()
+    small.send(encode_request(3, ApiVersionsV0()))
+    assert decode_response(small.receive(), 18, 0)[0] == 3
+    small.close()
+
+
+def test_garbage_body_after_a_valid_header_closes_the_connection(broker: BrokerProcess) -> None:
+    wire = Wire(broker)
+    header = encode_request(4, MetadataRequest(topics=(), allow_auto_topic_creation=False,
+                                               include_topic_authorized_operations=False))
+    # Keep the request header (api key, version, correlation id, client id, tagged fields), replace the body.
+    header_length = 2 + 2 + 4 + 2 + len("minikafka") + 1
+    body = header[4:4 + header_length] + b"\xff" * 32
+    wire.send(struct.pack(">i", len(body)) + body)
+    assert wire.is_closed()
+
+
+def _produce(wire: Wire, corr: int, topic: str, records: bytes, *, partition: int = 0, acks: int = -1) -> object:
+    from datetime import timedelta
+
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+    request = ProduceRequest(transactional_id=None, acks=acks, timeout=timedelta(seconds=5), topic_data=(
+        TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=partition, records=records),)),))
+    wire.send(encode_request(corr, request))
+    answer_corr, response = decode_response(wire.receive(), 0, 9)
+    assert answer_corr == corr
+    return response.responses[0].partition_responses[0]
+
+
+def test_produce_errors(broker: BrokerProcess) -> None:
+    from minikafka.protocol.records import Record, build_batch
+
+    topic = unique_topic("prodErr")
+    create_topic(broker.bootstrap, topic)
+    good = build_batch([Record(b"k", b"v", (), 1_700_000_000_000)])
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 0xFF  # flips a byte of the record: the CRC no longer matches
+    wire = Wire(broker)
+    assert _produce(wire, 1, topic, bytes(corrupt)).error_code == 2  # CORRUPT_MESSAGE
+    assert _produce(wire, 2, topic, good, partition=3).error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    accepted = _produce(wire, 3, topic, good)
+    assert (accepted.error_code, accepted.base_offset) == (0, 0)  # nothing was stored by the failures
+    second = _produce(wire, 4, topic, build_batch([Record(None, b"a", (), 1), Record(None, b"b", (), 2)]))
+    assert (second.error_code, second.base_offset) == (0, 1)
+    wire.close()
+    invalid_acks = Wire(broker)
+    assert _produce(invalid_acks, 5, topic, good, acks=2).error_code == 21  # INVALID_REQUIRED_ACKS
+    invalid_acks.close()
+
+
+def test_list_offsets_modes_and_unknown_partition(broker: BrokerProcess) -> None:
+    from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+    from minikafka.protocol.records import Record, build_batch
+
+    topic = unique_topic("rawlo")
+    create_topic(broker.bootstrap, topic)
+    base = 1_700_000_000_000
+    wire = Wire(broker)
+    batch = build_batch([Record(None, str(i).encode(), (), base + ts) for i, ts in enumerate([5, 30, 10, 20])])
+    assert _produce(wire, 1, topic, batch).error_code == 0
+    wire.close()
+
+    def lookup(timestamp: int, partition: int = 0) -> tuple[int, int, int]:
+        request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(ListOffsetsTopic(name=topic, partitions=(
+            ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1, timestamp=timestamp),)),))
+        answer = _round_trip(broker, request, 2, 7).topics[0].partitions[0]  # type: ignore[attr-defined]
+        return answer.error_code, answer.offset, answer.timestamp
+
+    assert lookup(-2) == (0, 0, -1)  # earliest
+    assert lookup(-1) == (0, 4, -1)  # latest
+    assert lookup(-3) == (0, 1, base + 30)  # max timestamp: the record, inside one uncompressed batch
+    assert lookup(base + 11) == (0, 1, base + 30)  # first record at or after the target, in offset order
+    assert lookup(base + 31) == (0, -1, -1)
+    assert lookup(-1, partition=5)[0] == 3  # UNKNOWN_TOPIC_OR_PARTITION

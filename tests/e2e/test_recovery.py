@@ -1,35 +1,42 @@
-"""Crash safety: kill -9 mid-stream loses no acknowledged message; a clean stop is clean."""
+"""Crash safety: kill -9 mid-stream loses no acknowledged message; torn tails and lost indexes are
+recovered; a clean stop is clean."""
 
 from __future__ import annotations
 
+import itertools
 import threading
+from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from tests.conftest import BrokerProcess, poll_until, unique_topic
 
-from .helpers import consume, create_topic
+from .helpers import Received, consume, create_topic
 
 TOTAL = 200_000
 KILL_AFTER_ACKS = 5_000
 
 
-def test_kill_9_keeps_every_acknowledged_message(broker: BrokerProcess) -> None:
-    topic = unique_topic("crash")
-    create_topic(broker.bootstrap, topic)
-    acknowledged: list[int] = []
+def produce_until_killed(broker: BrokerProcess, topic: str, partitions: int, kill_after: int,
+                         **config: object) -> dict[int, list[int]]:
+    """Send numbered values round-robin over the partitions with acks=all until a timer thread
+    kill -9s the broker after `kill_after` acknowledgements; returns the acknowledged numbers per partition."""
+    acknowledged: dict[int, list[int]] = {p: [] for p in range(partitions)}
+    count = [0]
     lock = threading.Lock()
 
     def report(err: object, msg: object) -> None:
         if err is None:
             with lock:
-                acknowledged.append(int(msg.value()))  # type: ignore[attr-defined]
+                acknowledged[msg.partition()].append(int(msg.value()))  # type: ignore[attr-defined]
+                count[0] += 1
 
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "enable.idempotence": False,
                          "linger.ms": 2, "batch.num.messages": 50, "message.timeout.ms": 5000,
-                         "max.in.flight.requests.per.connection": 1, "retries": 0})
+                         "max.in.flight.requests.per.connection": 1, "retries": 0, **config})
     killer = threading.Thread(target=lambda: (
-        poll_until(lambda: len(acknowledged) >= KILL_AFTER_ACKS, timeout=30, message="acks before the kill"),
+        poll_until(lambda: count[0] >= kill_after, timeout=60, message="acks before the kill"),
         broker.kill9()))
     killer.start()
     for number in range(TOTAL):
@@ -37,28 +44,144 @@ def test_kill_9_keeps_every_acknowledged_message(broker: BrokerProcess) -> None:
             break
         while True:
             try:
-                producer.produce(topic, value=str(number).encode(), on_delivery=report)
+                producer.produce(topic, value=str(number).encode(), partition=number % partitions,
+                                 on_delivery=report)
                 break
             except BufferError:
                 producer.poll(0.05)
         producer.poll(0)
-    for _ in range(600):  # delivery reports arrive only while polling
-        if not killer.is_alive():
-            break
-        producer.poll(0.1)
-    producer.flush(15)
+    killer.join(60)
     assert not killer.is_alive()
-    acked = sorted(acknowledged)
-    assert len(acked) >= KILL_AFTER_ACKS
+    producer.flush(15)  # every remaining message fails (broker gone) or was already reported
+    assert producer.flush(15) == 0
+    assert count[0] >= kill_after
+    return acknowledged
 
-    broker.start()  # same port and data dir, unclean: recovery runs
-    assert "recovered logs after unclean shutdown" in broker.log_path.read_text()
-    stored = consume(broker.bootstrap, topic, acked[-1] + 1, timeout=30)
+
+def assert_intact(stored: list[Received], acknowledged: list[int]) -> None:
     offsets = [r.offset for r in stored]
     values = [int(r.value) for r in stored]  # type: ignore[arg-type]
     assert offsets == list(range(len(offsets))), "offsets are contiguous from 0"
-    assert values == sorted(values), "order is preserved"
-    assert set(acked) <= set(values), "every acknowledged message survived"
+    assert all(a < b for a, b in itertools.pairwise(values)), "send order is kept, no duplicates"
+    missing = sorted(set(acknowledged) - set(values))
+    assert not missing, f"{len(missing)} acknowledged messages lost, first {missing[:10]}"
+
+
+def watermarks(broker: BrokerProcess, topic: str, partition: int = 0) -> tuple[int, int]:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "wm"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+    finally:
+        consumer.close()
+
+
+def produce_values(broker: BrokerProcess, topic: str, values: list[bytes], *, one_per_batch: bool = False,
+                   timestamps: list[int] | None = None, **config: object) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False, "acks": "all",
+                         **config})
+    errors: list[object] = []
+    for index, value in enumerate(values):
+        extra = {"timestamp": timestamps[index]} if timestamps else {}
+        producer.produce(topic, value=value, on_delivery=lambda err, msg: errors.append(err) if err else None,
+                         **extra)
+        if one_per_batch:
+            assert producer.flush(20) == 0
+        producer.poll(0)
+    assert producer.flush(20) == 0
+    assert not errors, errors
+
+
+def test_kill_9_keeps_every_acknowledged_message(broker: BrokerProcess) -> None:
+    topic = unique_topic("crash")
+    create_topic(broker.bootstrap, topic)
+    acked = produce_until_killed(broker, topic, 1, KILL_AFTER_ACKS)[0]
+
+    broker.start()  # same port and data dir, unclean: recovery runs
+    assert "recovered logs after unclean shutdown" in broker.log_path.read_text()
+    stored = consume(broker.bootstrap, topic, max(acked) + 1, timeout=30)
+    assert_intact(stored, acked)
+    low, high = watermarks(broker, topic)
+    assert (low, high) == (0, len(stored))
+    produce_values(broker, topic, [b"999999999"])
+    assert consume(broker.bootstrap, topic, 1, offset=high)[0].value == b"999999999", "appends continue at the end"
+
+
+def test_kill_9_with_small_segments_compression_and_partitions(broker_factory) -> None:
+    broker = broker_factory(**{"log.segment.bytes": "1024"})
+    topic = unique_topic("crashseg")
+    create_topic(broker.bootstrap, topic, 3)
+    acked = produce_until_killed(broker, topic, 3, 6_000, **{"compression.type": "lz4"})
+    assert len(list((broker.data_dir / f"{topic}-0").glob("*.log"))) > 1, "the crash happened over rolled segments"
+
+    broker.start()
+    for partition in range(3):
+        stored = consume(broker.bootstrap, topic, max(acked[partition]) // 3 + 1, partitions=(partition,),
+                         timeout=30)
+        assert all(int(r.value) % 3 == partition for r in stored)  # type: ignore[arg-type]
+        assert_intact(stored, acked[partition])
+
+
+def _active_segment(broker: BrokerProcess, topic: str) -> Path:
+    return max((broker.data_dir / f"{topic}-0").glob("*.log"))
+
+
+def test_torn_tail_is_truncated_on_recovery(broker: BrokerProcess) -> None:
+    topic = unique_topic("torn")
+    create_topic(broker.bootstrap, topic)
+    values = [f"torn-{i}".encode() for i in range(100)]
+    produce_values(broker, topic, values, one_per_batch=True)
+    broker.kill9()
+    segment = _active_segment(broker, topic)
+    intact_size = segment.stat().st_size
+    with open(segment, "ab") as log_file:
+        # the start of a batch header (base offset 100, length 500) and then nothing: a torn write
+        log_file.write((100).to_bytes(8, "big") + (500).to_bytes(4, "big") + b"\x00\x00\x00\x00\x02\xde\xad")
+    broker.start()
+    assert segment.stat().st_size == intact_size, "the torn tail was cut off"
+    assert watermarks(broker, topic) == (0, 100)
+    assert [r.value for r in consume(broker.bootstrap, topic, 100)] == values
+    produce_values(broker, topic, [b"after"])
+    assert [(r.offset, r.value) for r in consume(broker.bootstrap, topic, 1, offset=100)] == [(100, b"after")]
+
+
+def test_corrupt_last_batch_is_dropped_on_recovery(broker: BrokerProcess) -> None:
+    topic = unique_topic("corrupt")
+    create_topic(broker.bootstrap, topic)
+    produce_values(broker, topic, [f"c-{i}".encode() for i in range(10)], one_per_batch=True)
+    broker.kill9()
+    segment = _active_segment(broker, topic)
+    data = bytearray(segment.read_bytes())
+    data[-1] ^= 0xFF  # inside the last record of the last batch: its CRC no longer matches
+    segment.write_bytes(bytes(data))
+    broker.start()
+    stored = consume(broker.bootstrap, topic, 9)
+    assert [(r.offset, r.value) for r in stored] == [(i, f"c-{i}".encode()) for i in range(9)]
+    assert watermarks(broker, topic) == (0, 9), "only the corrupt batch (offset 9, sent alone) is gone"
+
+
+def test_lost_indexes_are_rebuilt(broker_factory) -> None:
+    broker = broker_factory(**{"log.segment.bytes": "4096", "log.index.interval.bytes": "256"})
+    topic = unique_topic("reindex")
+    create_topic(broker.bootstrap, topic)
+    base = 1_700_000_000_000
+    produce_values(broker, topic, [f"{i:04d}".encode() * 10 for i in range(400)], one_per_batch=True,
+                   timestamps=[base + i for i in range(400)])
+    assert broker.stop() == 0
+    partition_dir = broker.data_dir / f"{topic}-0"
+    assert len(list(partition_dir.glob("*.log"))) > 5
+    removed = list(partition_dir.glob("*.index")) + list(partition_dir.glob("*.timeindex"))
+    assert len(removed) > 5
+    for path in removed:
+        path.unlink()
+    broker.start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    tp = TopicPartition(topic, 0)
+    found = admin.list_offsets({tp: OffsetSpec.for_timestamp(base + 321)})[tp].result(10)
+    assert (found.offset, found.timestamp) == (321, base + 321)
+    newest = admin.list_offsets({tp: OffsetSpec.max_timestamp()})[tp].result(10)
+    assert (newest.offset, newest.timestamp) == (399, base + 399)
+    stored = consume(broker.bootstrap, topic, 150, offset=250)
+    assert [(r.offset, r.value) for r in stored] == [(i, f"{i:04d}".encode() * 10) for i in range(250, 400)]
 
 
 def test_clean_stop_exits_zero_and_marks_the_log_dir(broker: BrokerProcess) -> None:
@@ -71,5 +194,17 @@ def test_clean_stop_exits_zero_and_marks_the_log_dir(broker: BrokerProcess) -> N
     assert (broker.data_dir / ".kafka_cleanshutdown").exists()
     assert (broker.data_dir / "recovery-point-offset-checkpoint").read_text().splitlines()[:2] == ["0", "1"]
     broker.start()
+    assert "recovered logs after unclean shutdown" not in broker.log_path.read_text()
     assert not (broker.data_dir / ".kafka_cleanshutdown").exists()
     assert consume(broker.bootstrap, topic, 1)[0].value == b"kept"
+
+
+def test_kill_9_leaves_no_clean_shutdown_marker(broker: BrokerProcess) -> None:
+    topic = unique_topic("unclean")
+    create_topic(broker.bootstrap, topic)
+    produce_values(broker, topic, [b"a", b"b"])
+    broker.kill9()
+    assert not (broker.data_dir / ".kafka_cleanshutdown").exists()
+    broker.start()
+    assert "recovered logs after unclean shutdown" in broker.log_path.read_text()
+    assert [r.value for r in consume(broker.bootstrap, topic, 2)] == [b"a", b"b"]

@@ -14,6 +14,7 @@ from minikafka.storage.config import LogConfig, log_config_from_broker_propertie
 from minikafka.storage.errors import (
     InvalidConfig,
     InvalidPartitions,
+    InvalidTimestamp,
     InvalidTopic,
     OffsetOutOfRange,
     RecordTooLarge,
@@ -108,6 +109,22 @@ def test_record_too_large(tmp_path: Path) -> None:
     with pytest.raises(RecordTooLarge):
         log.append(batch([b"x" * 200]), NOW)
     assert log.log_end_offset == 0
+
+
+def test_create_time_bounds_are_enforced_but_not_for_log_append_time(tmp_path: Path) -> None:
+    hour = 3_600_000
+    log = open_log(tmp_path / "t-0", LogConfig(message_timestamp_before_max_ms=2 * hour))
+    with pytest.raises(InvalidTimestamp):
+        log.append(batch([b"late"], ts=NOW + hour + 1), NOW)  # after.max.ms defaults to one hour
+    with pytest.raises(InvalidTimestamp):
+        log.append(batch([b"early"], ts=NOW - 2 * hour - 1), NOW)
+    assert log.log_end_offset == 0
+    log.append(batch([b"edge"], ts=NOW + hour), NOW)
+    log.append(batch([b"edge"], ts=NOW - 2 * hour), NOW)
+    assert log.log_end_offset == 2
+    stamped = open_log(tmp_path / "t-1", LogConfig(message_timestamp_type="LogAppendTime"))
+    stamped.append(batch([b"any"], ts=NOW + 10 * hour), NOW)
+    assert stamped.log_end_offset == 1
 
 
 def test_roll_by_size_and_sparse_index(tmp_path: Path) -> None:
