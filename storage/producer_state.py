@@ -132,7 +132,9 @@ class ProducerAppendInfo:
     def _check_epoch(self, epoch: int, transactional: bool) -> None:
         if epoch < self.entry.epoch:
             message = f"epoch {epoch} of producer {self.producer_id} is older than {self.entry.epoch}"
-            raise ProducerFenced(message) if transactional else InvalidProducerEpoch(message)
+            # Kafka 2.7+ answers a stale data batch with INVALID_PRODUCER_EPOCH, transactional or not,
+            # so the client aborts and retries instead of treating it as fatal fencing (KIP-588)
+            raise InvalidProducerEpoch(message)
 
     def _check_sequence(self, epoch: int, first_seq: int) -> None:
         entry = self.entry

@@ -4,7 +4,9 @@ Behavior: the offsets are written to the group's `__consumer_offsets` partition 
 transactional batch of the producer and stay pending until its COMMIT marker (then they apply, if
 newer than the committed value) or ABORT marker (then they are dropped). The group's partition
 must already be in the transaction (AddOffsetsToTxn), else INVALID_TXN_STATE.
-Simplifications: the generation/member checks of v3 (KIP-447) are not applied yet.
+v3 (KIP-447) carries the consumer's generation, member id and group instance id: a stale generation
+is ILLEGAL_GENERATION, an unknown member UNKNOWN_MEMBER_ID, a fenced static member
+FENCED_INSTANCE_ID, so a zombie that lost its partitions in a rebalance cannot commit offsets.
 """
 
 from __future__ import annotations
@@ -32,15 +34,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                      getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
         for topic in request.topics for p in topic.partitions
     ]
+    results: dict[tuple[str, int], ErrorCode] = {}
     code = ErrorCode.none
     try:
         partition = services.groups.topic.partition_for(request.group_id)
         services.transactions.verify_partition(request.transactional_id, request.producer_id,
                                                request.producer_epoch, OFFSETS_TOPIC, partition)
-        services.groups.commit_transactional_offsets(request.group_id, request.producer_id,
-                                                     request.producer_epoch, commits)
+        results = services.groups.commit_transactional_offsets(
+            request.group_id, request.producer_id, request.producer_epoch, commits,
+            generation_id=getattr(request, "generation_id", -1), member_id=getattr(request, "member_id", ""),
+            group_instance_id=getattr(request, "group_instance_id", None))
     except KafkaError as exc:
         code = exc.error_code
-    topics = [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
-                                              for p in t.partitions]} for t in request.topics]
+    topics = [{"name": t.name, "partitions": [
+        {"partition_index": p.partition_index, "error_code": results.get((t.name, p.partition_index), code)}
+        for p in t.partitions]} for t in request.topics]
     return build(response_of(request), throttle_time=0, topics=topics)

@@ -831,12 +831,52 @@ class GroupCoordinator:
         return results
 
     def commit_transactional_offsets(
-        self, group_id: str, producer_id: int, producer_epoch: int, commits: list[OffsetCommit]
-    ) -> None:
-        """Stage offsets of a transaction; they apply when its COMMIT marker is written."""
-        if group_id not in self.groups:
-            self.groups[group_id] = Group(group_id, state_timestamp_ms=self._now())
-        self._write_offsets(group_id, commits, producer_id=producer_id, producer_epoch=producer_epoch)
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commits: list[OffsetCommit],
+        *,
+        generation_id: int = -1,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Stage offsets of a transaction; they apply when its COMMIT marker is written.
+
+        v3 requests carry the consumer's generation and member (KIP-447), checked as Kafka's
+        ClassicGroup.validateOffsetCommit does for transactional commits: unlike plain commits, a
+        rebalance in progress is no error, and a request without member fields (v0-2) is accepted.
+        """
+        group = self.groups.get(group_id)
+        error = ErrorCode.none
+        if group is None:
+            if generation_id < 0:
+                group = self.groups[group_id] = Group(group_id, state_timestamp_ms=self._now())
+            else:
+                error = ErrorCode.illegal_generation
+        elif group.is_(GroupState.DEAD):
+            error = ErrorCode.coordinator_not_available
+        elif generation_id < 0 and group.is_(GroupState.EMPTY):
+            pass
+        elif generation_id >= 0 or member_id or group_instance_id is not None:
+            if group.is_static_member_fenced(member_id, group_instance_id):
+                error = ErrorCode.fenced_instance_id
+            elif not group.has(member_id):
+                error = ErrorCode.unknown_member_id
+            elif generation_id != group.generation_id:
+                error = ErrorCode.illegal_generation
+        if error is not ErrorCode.none:
+            return {(c.topic, c.partition): error for c in commits}
+        results: dict[TopicPartition, ErrorCode] = {}
+        accepted = []
+        for c in commits:
+            if c.metadata is not None and len(c.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[(c.topic, c.partition)] = ErrorCode.offset_metadata_too_large
+            else:
+                results[(c.topic, c.partition)] = ErrorCode.none
+                accepted.append(c)
+        self._write_offsets(group_id, accepted, producer_id=producer_id, producer_epoch=producer_epoch)
+        return results
 
     def complete_transaction(
         self, partition: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int = 0

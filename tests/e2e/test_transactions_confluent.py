@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from minikafka.coordinator.hashing import partition_for
 from minikafka.coordinator.transaction.log import decode_key, decode_value
 
@@ -115,6 +115,67 @@ def test_consume_transform_produce_offsets_move_only_on_commit(broker: BrokerPro
     assert consumer.committed([tp], timeout=10)[0].offset == 30
     consumer.close()
     assert values(broker, sink, "read_committed", 3, timeout=4) == [b"out-10", b"out-30"]
+
+
+def test_pending_transactional_offsets_are_unstable_for_require_stable(broker: BrokerProcess) -> None:
+    """librdkafka's read_committed consumer fetches offsets with require_stable (KIP-447)."""
+    source = unique_topic("stable")
+    create_topic(broker.bootstrap, source)
+    group = unique_topic("stable-group")
+    tp = TopicPartition(source, 0)
+
+    def consumer(isolation: str) -> Consumer:
+        return Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "isolation.level": isolation})
+
+    stable, unstable = consumer("read_committed"), consumer("read_uncommitted")
+    producer = txn_producer(broker, unique_topic("tid"))
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction([TopicPartition(source, 0, 42)], stable.consumer_group_metadata(), 15)
+    with pytest.raises(KafkaException) as pending:
+        stable.committed([tp], timeout=3)  # retried on UNSTABLE_OFFSET_COMMIT until the timeout
+    assert pending.value.args[0].code() in (KafkaError._TIMED_OUT, KafkaError.UNSTABLE_OFFSET_COMMIT)
+    assert unstable.committed([tp], timeout=10)[0].offset < 0, "no committed offset yet"
+    producer.commit_transaction(15)
+    assert stable.committed([tp], timeout=10)[0].offset == 42
+    assert unstable.committed([tp], timeout=10)[0].offset == 42
+    stable.close()
+    unstable.close()
+
+
+def test_offsets_of_a_stale_generation_are_refused(broker: BrokerProcess) -> None:
+    """KIP-447: a transformer that lost its partitions in a rebalance cannot commit their offsets."""
+    source = unique_topic("gen")
+    create_topic(broker.bootstrap, source, 2)
+    group = unique_topic("gen-group")
+    config = {"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+              "session.timeout.ms": 6000, "heartbeat.interval.ms": 200}
+    first = Consumer(config)
+    first.subscribe([source])
+    poll_until(lambda: first.poll(0.1) is None and bool(first.assignment()), timeout=20,
+               message="the first consumer's assignment")
+    stale = first.consumer_group_metadata()
+    second = Consumer(config)
+    second.subscribe([source])
+
+    def rebalanced() -> bool:
+        first.poll(0.1)
+        second.poll(0.1)
+        return bool(second.assignment()) and bool(first.assignment())
+
+    poll_until(rebalanced, timeout=30, message="a rebalance over both consumers")
+    producer = txn_producer(broker, unique_topic("tid"))
+    producer.begin_transaction()
+    with pytest.raises(KafkaException) as refused:
+        producer.send_offsets_to_transaction([TopicPartition(source, 0, 5)], stale, 15)
+    assert refused.value.args[0].code() == KafkaError.ILLEGAL_GENERATION
+    producer.abort_transaction(15)
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction([TopicPartition(source, 0, 7)], first.consumer_group_metadata(), 15)
+    producer.commit_transaction(15)
+    assert first.committed([TopicPartition(source, 0)], timeout=10)[0].offset == 7
+    first.close()
+    second.close()
 
 
 def test_zombie_is_fenced(broker: BrokerProcess) -> None:

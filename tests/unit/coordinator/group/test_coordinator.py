@@ -414,3 +414,28 @@ async def test_static_leader_rejoin_with_skip_assignment() -> None:
     assert again.skip_assignment and again.leader_id == again.member_id
     assert again.members == ((again.member_id, "i1", b"range-meta"),)
     assert coord.groups["g"].state is GroupState.STABLE and coord.groups["g"].generation_id == 1
+
+
+async def test_transactional_commit_checks_generation_and_member_kip_447() -> None:
+    coord, _, _ = make()
+    assert coord.commit_transactional_offsets("new", 7, 0, [OffsetCommit("t", 0, 1)], generation_id=3,
+                                              member_id="m") == {("t", 0): E.illegal_generation}
+    first = await join(coord, instance="i1")
+    member = first.member_id
+    # KIP-447: unlike a plain commit, a transactional one is allowed while the rebalance completes
+    assert coord.groups["g"].state is GroupState.COMPLETING_REBALANCE
+    assert coord.commit_transactional_offsets("g", 7, 0, [OffsetCommit("t", 0, 5)], generation_id=1,
+                                              member_id=member, group_instance_id="i1") == {("t", 0): E.none}
+    await sync(coord, member, 1, {member: b"all"}, instance="i1")
+    cases = [
+        ({"generation_id": 0, "member_id": member, "group_instance_id": "i1"}, E.illegal_generation),
+        ({"generation_id": 1, "member_id": "zombie", "group_instance_id": None}, E.unknown_member_id),
+        ({"generation_id": 1, "member_id": "zombie", "group_instance_id": "i1"}, E.fenced_instance_id),
+        ({}, E.none),  # v0-2 carry no member fields: accepted even by a non-empty group
+        ({"generation_id": 1, "member_id": member, "group_instance_id": "i1"}, E.none),
+    ]
+    for fields, expected in cases:
+        result = coord.commit_transactional_offsets("g", 7, 0, [OffsetCommit("t", 0, 9)], **fields)
+        assert result == {("t", 0): expected}, fields
+    coord.complete_transaction(coord.partition_for("g"), 7, 0, commit=True)
+    assert coord.fetch_offsets("g", [("t", 0)])[("t", 0)].offset == 9
