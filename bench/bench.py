@@ -40,6 +40,8 @@ PRODUCE_PARTITIONS = 3
 START_DEADLINE_S = 30.0
 WORKLOAD_DEADLINE_S = 300.0
 LATENCY_MESSAGES = 2000
+TRANSACTIONS = 500
+MESSAGES_PER_TRANSACTION = 10
 STARTS = 5
 
 
@@ -333,6 +335,43 @@ def measure_idempotent_produce(run: Run) -> dict[str, float]:
     return {"idempotent_msgs_s": run.messages / elapsed, "idempotent_cpu_us_msg": cpu / run.messages * 1e6}
 
 
+def measure_transactions(run: Run) -> dict[str, float]:
+    """Transactions of 10 messages each, one after another (begin, produce, commit), as the issue asks."""
+    topic = unique_topic(run, "bench-txn")
+    create_topic(run.broker.bootstrap, topic, PRODUCE_PARTITIONS)
+    failures: list[str] = []
+
+    def delivered(error: Any, _message: Any) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    producer = Producer({"bootstrap.servers": run.broker.bootstrap, "transactional.id": f"bench-{topic}",
+                         "linger.ms": 0, "on_delivery": delivered})
+    producer.init_transactions(30)
+
+    def transaction(number: int) -> None:
+        producer.begin_transaction()
+        for index in range(MESSAGES_PER_TRANSACTION):
+            producer.produce(topic, VALUE, partition=(number + index) % PRODUCE_PARTITIONS)
+        producer.commit_transaction(30)
+
+    transaction(-1)  # warm-up: coordinator lookup, partitions known
+    cpu_before = run.broker.cpu_seconds()
+    started = time.perf_counter()
+    deadline = time.monotonic() + WORKLOAD_DEADLINE_S
+    done = 0
+    while done < TRANSACTIONS and time.monotonic() < deadline:
+        transaction(done)
+        done += 1
+    elapsed = time.perf_counter() - started
+    cpu = run.broker.cpu_seconds() - cpu_before
+    if failures:
+        raise RuntimeError(f"{len(failures)} transactional deliveries failed, first: {failures[0]}")
+    if done < TRANSACTIONS:
+        raise TimeoutError(f"{done} of {TRANSACTIONS} transactions within {WORKLOAD_DEADLINE_S} s")
+    return {"txn_s": done / elapsed, "txn_cpu_us": cpu / done * 1e6}
+
+
 def measure_latency(run: Run) -> dict[str, float]:
     """One message at a time (linger 0, flush each) while a consumer polls; ms from send to receive."""
     topic = unique_topic(run, "bench-latency")
@@ -395,6 +434,10 @@ WORKLOADS: list[Workload] = [
     Workload("idempotent produce", measure_idempotent_produce, (
         Row("idempotent_msgs_s", "idempotent produce (msgs/s)", True),
         Row("idempotent_cpu_us_msg", "broker CPU per idempotent msg (us)", False),
+    ), repeated=True),
+    Workload("transactions", measure_transactions, (
+        Row("txn_s", f"transactions/s ({MESSAGES_PER_TRANSACTION} msgs each, {TRANSACTIONS} in a row)", True),
+        Row("txn_cpu_us", "broker CPU per transaction (us)", False),
     ), repeated=True),
     Workload("latency", measure_latency, (
         Row("latency_p50_ms", f"produce->consume latency p50 (ms, {LATENCY_MESSAGES} msgs)", False),
