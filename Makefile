@@ -12,16 +12,18 @@ PORT ?= 9092
 DATA_DIR ?= ./data
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
+# `make pipeline PIPELINE_ARGS="--events 200000 --mode driver"`; --bootstrap H:P uses a running broker.
+PIPELINE_ARGS ?=
 MYPY_PACKAGES := protocol storage coordinator broker
 # mypy still reports many errors (mostly kio's typed integers); set MYPY_STRICT=1 to make them fatal.
 MYPY_STRICT ?= 0
 
-.PHONY: venv run test unit e2e lint bench js clean
+.PHONY: venv run test unit e2e lint bench js clean pipeline test-spark
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,spark]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -52,6 +54,13 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench.py $(BENCH_ARGS)
+
+# Spark (needs Java 17): the example pipeline starts its own broker on a free port with a temp data dir.
+pipeline: $(STAMP)
+	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -m minikafka.pipeline.example $(PIPELINE_ARGS)
+
+test-spark: $(STAMP)
+	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q -p no:cacheprovider -m spark tests/spark $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(JS_DIR)/node_modules data .pytest_cache .hypothesis .mypy_cache .ruff_cache \
