@@ -817,18 +817,7 @@ class GroupCoordinator:
         else:
             member = group.members[member_id]
             self._schedule_heartbeat(group, member, member.session_timeout_ms)
-        results: dict[TopicPartition, ErrorCode] = {}
-        if error is not ErrorCode.none:
-            return {(c.topic, c.partition): error for c in commits}
-        accepted = []
-        for c in commits:
-            if c.metadata is not None and len(c.metadata.encode()) > self.config.offset_metadata_max_bytes:
-                results[(c.topic, c.partition)] = ErrorCode.offset_metadata_too_large
-            else:
-                results[(c.topic, c.partition)] = ErrorCode.none
-                accepted.append(c)
-        self._write_offsets(group_id, accepted)
-        return results
+        return self._write_checked(group_id, commits, error)
 
     def commit_transactional_offsets(
         self,
@@ -865,8 +854,13 @@ class GroupCoordinator:
                 error = ErrorCode.unknown_member_id
             elif generation_id != group.generation_id:
                 error = ErrorCode.illegal_generation
-        if error is not ErrorCode.none:
-            return {(c.topic, c.partition): error for c in commits}
+        return self._write_checked(group_id, commits, error, producer_id=producer_id, producer_epoch=producer_epoch)
+
+    def _write_checked(self, group_id: str, commits: list[OffsetCommit], group_error: ErrorCode, *,
+                       producer_id: int = -1, producer_epoch: int = -1) -> dict[TopicPartition, ErrorCode]:
+        """Per-partition results: the group's error for all, or each commit's own metadata check."""
+        if group_error is not ErrorCode.none:
+            return {(c.topic, c.partition): group_error for c in commits}
         results: dict[TopicPartition, ErrorCode] = {}
         accepted = []
         for c in commits:

@@ -50,6 +50,21 @@ def produce_all(p: Producer, topic: str, messages: list[dict[str, object]]) -> l
     return [r for r in results if not isinstance(r, KafkaError)]
 
 
+def poll_values(consumer: Consumer, count: int, *, timeout: float, message: str) -> list[bytes]:
+    """Values of the next `count` records, each checked for errors, within `timeout` seconds."""
+    got: list[bytes] = []
+
+    def step() -> bool:
+        record = consumer.poll(0.2)
+        if record is not None:
+            assert record.error() is None, record.error()
+            got.append(record.value())
+        return len(got) >= count
+
+    poll_until(step, timeout=timeout, message=message)
+    return got
+
+
 def test_admin_create_list_delete(broker: BrokerProcess) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     name = unique_topic("admin")
@@ -492,15 +507,7 @@ def test_consumer_waits_for_records_produced_later(broker: BrokerProcess) -> Non
     try:
         assert consumer.poll(0.5) is None  # empty partition: the fetch is parked in the broker
         produce_all(producer(broker.bootstrap), topic, [{"value": b"late-1"}, {"value": b"late-2"}])
-        got: list[bytes] = []
-
-        def step() -> bool:
-            message = consumer.poll(0.2)
-            if message is not None:
-                assert message.error() is None, message.error()
-                got.append(message.value())
-            return len(got) >= 2
-        poll_until(step, timeout=15, message="records produced after the fetch was parked")
+        got = poll_values(consumer, 2, timeout=15, message="records produced after the fetch was parked")
         assert got == [b"late-1", b"late-2"]
     finally:
         consumer.close()
@@ -573,17 +580,8 @@ def test_fetch_returns_a_batch_larger_than_the_fetch_limits(broker: BrokerProces
                          "receive.message.max.bytes": 300_000,
                          "fetch.wait.max.ms": 100})
     consumer.assign([TopicPartition(topic, 0, 0)])
-    got: list[bytes] = []
-
-    def step() -> bool:
-        message = consumer.poll(0.2)
-        if message is not None:
-            assert message.error() is None, message.error()
-            got.append(message.value())
-        return len(got) >= 3
-
     try:
-        poll_until(step, timeout=20, message="three 200 kB records through 1 kB fetch limits")
+        got = poll_values(consumer, 3, timeout=20, message="three 200 kB records through 1 kB fetch limits")
     finally:
         consumer.close()
     assert got == values
