@@ -98,10 +98,13 @@ def test_kill_9_keeps_every_acknowledged_message(broker: BrokerProcess) -> None:
 
     broker.start()  # same port and data dir, unclean: recovery runs
     assert "recovered logs after unclean shutdown" in broker.log_path.read_text()
-    stored = consume(broker.bootstrap, topic, max(acked) + 1, timeout=30)
-    assert_intact(stored, acked)
+    # Batches written but not yet acknowledged at the kill survive too (as in Kafka), so the log may
+    # hold more than the acknowledged prefix: read all of it, up to the high watermark.
     low, high = watermarks(broker, topic)
-    assert (low, high) == (0, len(stored))
+    assert low == 0 and high > max(acked)
+    stored = consume(broker.bootstrap, topic, high, timeout=30)
+    assert len(stored) == high
+    assert_intact(stored, acked)
     produce_values(broker, topic, [b"999999999"])
     assert consume(broker.bootstrap, topic, 1, offset=high)[0].value == b"999999999", "appends continue at the end"
 
