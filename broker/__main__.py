@@ -1,4 +1,5 @@
-"""`minikafka serve [PROPERTIES_FILE] [--override KEY=VALUE ...] [--host H] [--port P] [--data-dir DIR]`."""
+"""`minikafka serve [PROPERTIES_FILE] [--override KEY=VALUE ...] [--host H] [--port P] [--data-dir DIR]`
+and `minikafka txn-log [--data-dir DIR] [--transactional-id ID]`."""
 
 from __future__ import annotations
 
@@ -35,7 +36,21 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", type=Path, help="log directory (default ./data)")
     serve.add_argument("--log-format", choices=["console", "json"], default="console")
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
+    txn_log = commands.add_parser(
+        "txn-log", help="print __transaction_state as Kafka's TransactionLogMessageFormatter does")
+    txn_log.add_argument("--data-dir", type=Path, default=Path("data"), help="the broker's log directory")
+    txn_log.add_argument("--transactional-id", help="only the records of this transactional id")
     return parser
+
+
+def _txn_log(data_dir: Path, transactional_id: str | None) -> int:
+    from .txn_log_dump import dump, partition_dirs
+
+    if not partition_dirs(data_dir):
+        print(f"minikafka: no __transaction_state partitions under {data_dir}", file=sys.stderr)
+        return 1
+    dump(data_dir, sys.stdout, transactional_id)
+    return 0
 
 
 async def _serve(config: BrokerConfig) -> int:
@@ -69,6 +84,8 @@ async def _serve(config: BrokerConfig) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "txn-log":
+        return _txn_log(args.data_dir, args.transactional_id)
     configure_logging(args.log_format, args.log_level)
     log = structlog.get_logger("minikafka")
     try:

@@ -268,3 +268,33 @@ def metadata_from(transactional_id: str, value: TxnLogValue) -> TxnMetadata:
         next_producer_id=value.next_producer_id,
         client_transaction_version=value.client_transaction_version,
     )
+
+
+def formatter_json(key: bytes | None, value: bytes | None) -> dict[str, object] | None:
+    """A record as Kafka's TransactionLogMessageFormatter prints it (CoordinatorRecordMessageFormatter):
+    `{"key":{"type":0,"data":{"transactionalId":...}},"value":{"version":V,"data":{...}}}`, `"value":null`
+    for a tombstone, None (nothing printed) for a record without a key. Tagged fields appear only
+    when they differ from their defaults, as Kafka's generated JSON converters write them."""
+    if key is None:
+        return None
+    decoded = decode_value(value)
+    if decoded is None:
+        return {"key": {"type": KEY_VERSION, "data": {"transactionalId": decode_key(key)}}, "value": None}
+    partitions = None if decoded.partitions is None else [
+        {"topic": topic, "partitionIds": ids} for topic, ids in _grouped(decoded.partitions)]
+    data: dict[str, object] = {
+        "producerId": decoded.producer_id,
+        "producerEpoch": decoded.producer_epoch,
+        "transactionTimeoutMs": decoded.txn_timeout_ms,
+        "transactionStatus": int(decoded.state),
+        "transactionPartitions": partitions,
+        "transactionLastUpdateTimestampMs": decoded.last_update_timestamp,
+        "transactionStartTimestampMs": decoded.start_timestamp,
+    }
+    if decoded.version >= 1:
+        tagged = (("previousProducerId", decoded.previous_producer_id, NO_PRODUCER_ID),
+                  ("nextProducerId", decoded.next_producer_id, NO_PRODUCER_ID),
+                  ("clientTransactionVersion", decoded.client_transaction_version, 0))
+        data.update({name: field for name, field, default in tagged if field != default})
+    return {"key": {"type": KEY_VERSION, "data": {"transactionalId": decode_key(key)}},
+            "value": {"version": decoded.version, "data": data}}

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import struct
+import subprocess
+import sys
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from minikafka.coordinator.hashing import partition_for
-from minikafka.coordinator.transaction.log import decode_key, decode_value
+from minikafka.coordinator.transaction.log import decode_key, decode_value, formatter_json
 
 from tests.conftest import BrokerProcess, poll_until, unique_topic
 
@@ -238,15 +241,30 @@ def test_transaction_state_log_shows_the_state_sequence(broker: BrokerProcess) -
     consumer.assign([TopicPartition("__transaction_state", partition, 0)])
     states: list[str] = []
 
+    formatted: list[dict[str, object]] = []
+
     def collect() -> bool:
         for message in consumer.consume(100, 0.2):
             if message.error() is None and decode_key(message.key()) == transactional_id:
                 value = decode_value(message.value())
                 states.append(value.state.display_name if value else "tombstone")
+                formatted.append(formatter_json(message.key(), message.value()))  # type: ignore[arg-type]
         return states[-1:] == ["CompleteCommit"]
 
     poll_until(collect, timeout=15, message="CompleteCommit in __transaction_state")
     consumer.close()
     assert states == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit"]
+    # `minikafka txn-log` prints from the data directory what TransactionLogMessageFormatter prints of
+    # the records the client consumed: the seeds' dump, one JSON line per state.
+    dumped = subprocess.run([sys.executable, "-m", "minikafka.broker", "txn-log", "--data-dir", str(broker.data_dir),
+                             "--transactional-id", transactional_id], capture_output=True, text=True, timeout=30,
+                            check=True).stdout.splitlines()
+    assert [json.loads(text) for text in dumped] == formatted
+    data = [entry["value"]["data"] for entry in formatted]  # type: ignore[index]
+    assert [d["transactionStatus"] for d in data] == [0, 1, 2, 4]
+    assert data[0]["transactionPartitions"] is None and data[0]["transactionStartTimestampMs"] == -1
+    assert all(d["transactionPartitions"] == [{"topic": topic, "partitionIds": [0]}] for d in data[1:3])
+    assert data[3]["transactionPartitions"] == [], "Complete* clears the partitions, as Kafka's prepareComplete"
+    assert len({(d["producerId"], d["producerEpoch"]) for d in data}) == 1
     raw_key = struct.pack(">hh", 0, len(transactional_id)) + transactional_id.encode()
     assert decode_key(raw_key) == transactional_id
