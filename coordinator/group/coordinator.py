@@ -786,6 +786,19 @@ class GroupCoordinator:
             else:
                 self.offsets.commit(group_id, tp, value, base + index)
 
+    def _group_for_commit(self, group_id: str, generation_id: int) -> tuple[Group | None, ErrorCode]:
+        """The group an offset commit goes to: a commit without a generation creates it (simple
+        consumers and transactional producers use groups nobody joined)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return None, ErrorCode.illegal_generation
+            group = self.groups[group_id] = Group(group_id, state_timestamp_ms=self._now())
+            return group, ErrorCode.none
+        if group.is_(GroupState.DEAD):
+            return group, ErrorCode.coordinator_not_available
+        return group, ErrorCode.none
+
     def commit_offsets(
         self,
         *,
@@ -795,15 +808,9 @@ class GroupCoordinator:
         group_instance_id: str | None,
         commits: list[OffsetCommit],
     ) -> dict[TopicPartition, ErrorCode]:
-        group = self.groups.get(group_id)
-        error = ErrorCode.none
-        if group is None:
-            if generation_id < 0:
-                group = self.groups[group_id] = Group(group_id, state_timestamp_ms=self._now())
-            else:
-                error = ErrorCode.illegal_generation
-        elif group.is_(GroupState.DEAD):
-            error = ErrorCode.coordinator_not_available
+        group, error = self._group_for_commit(group_id, generation_id)
+        if group is None or error != ErrorCode.none:
+            pass
         elif group.is_static_member_fenced(member_id, group_instance_id):
             error = ErrorCode.fenced_instance_id
         elif generation_id < 0 and group.is_(GroupState.EMPTY):
@@ -836,18 +843,10 @@ class GroupCoordinator:
         ClassicGroup.validateOffsetCommit does for transactional commits: unlike plain commits, a
         rebalance in progress is no error, and a request without member fields (v0-2) is accepted.
         """
-        group = self.groups.get(group_id)
-        error = ErrorCode.none
-        if group is None:
-            if generation_id < 0:
-                group = self.groups[group_id] = Group(group_id, state_timestamp_ms=self._now())
-            else:
-                error = ErrorCode.illegal_generation
-        elif group.is_(GroupState.DEAD):
-            error = ErrorCode.coordinator_not_available
-        elif generation_id < 0 and group.is_(GroupState.EMPTY):
-            pass
-        elif generation_id >= 0 or member_id or group_instance_id is not None:
+        group, error = self._group_for_commit(group_id, generation_id)
+        carries_member = generation_id >= 0 or bool(member_id) or group_instance_id is not None
+        simple_commit = generation_id < 0 and group is not None and group.is_(GroupState.EMPTY)
+        if group is not None and error == ErrorCode.none and carries_member and not simple_commit:
             if group.is_static_member_fenced(member_id, group_instance_id):
                 error = ErrorCode.fenced_instance_id
             elif not group.has(member_id):
