@@ -9,6 +9,7 @@ in here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from minikafka.protocol.api_keys import ApiKey, api_name
 from minikafka.protocol.build import build
@@ -23,7 +24,7 @@ class CloseConnection(Exception):
 
 
 def _api_versions_fallback(ctx_registry_versions: list[tuple[int, int, int]], correlation_id: int) -> bytes:
-    body = build(
+    body: Any = build(
         response_class(ApiKey.API_VERSIONS, 0),
         error_code=ErrorCode.unsupported_version,
         api_keys=[{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in ctx_registry_versions],

@@ -74,7 +74,7 @@ class BrokerServer:
         finally:
             self._connections.pop(connection_id, None)
 
-    def _periodic_jobs(self) -> list[tuple[str, float, Callable[[], None]]]:
+    def _periodic_jobs(self) -> list[tuple[str, float, Callable[[], object]]]:
         """(name, interval in seconds, job) for the background maintenance loop."""
         assert self.services is not None
         config = self.config

@@ -50,7 +50,7 @@ def _specs(cls: type) -> tuple[_FieldSpec, ...]:
         hint, optional = _unwrap_optional(hints[f.name])
         is_array = typing.get_origin(hint) is tuple
         inner = typing.get_args(hint)[0] if is_array else hint
-        element = inner if dataclasses.is_dataclass(inner) else None
+        element = inner if isinstance(inner, type) and dataclasses.is_dataclass(inner) else None
         if f.default is not dataclasses.MISSING:
             default = f.default
         elif f.default_factory is not dataclasses.MISSING:
@@ -115,7 +115,7 @@ def build(cls: type[T], **values: Any) -> T:
     Nested entities may be given as dicts; arrays of entities as lists of dicts.
     """
     kwargs = {}
-    for spec in _specs(cls):
+    for spec in _specs(cls):  # type: ignore[arg-type]  # classes hash by identity
         if spec.name in values:
             kwargs[spec.name] = _convert(spec, values[spec.name])
         elif spec.default is not dataclasses.MISSING:

@@ -17,6 +17,7 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_re
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i32
 
 from .api_keys import ApiKey
 from .errors import InvalidRequest
@@ -87,7 +88,7 @@ def _writer(cls: type) -> Any:
 
 def encode_body(body: Any) -> bytes:
     buffer = io.BytesIO()
-    _writer(type(body))(buffer, body)
+    _writer(type(body))(buffer, body)  # type: ignore[arg-type]  # classes hash by identity; mypy checks the instances' __hash__
     return buffer.getvalue()
 
 
@@ -110,7 +111,7 @@ def encode_request(correlation_id: int, body: Any, client_id: str | None = "mini
     header = header_cls(
         request_api_key=body.__api_key__,
         request_api_version=body.__version__,
-        correlation_id=correlation_id,
+        correlation_id=i32(correlation_id),
         client_id=client_id,
     )
     payload = encode_body(header) + encode_body(body)

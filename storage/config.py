@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from .errors import InvalidConfig
 
@@ -129,7 +130,7 @@ def _convert(definition: ConfigDef, value: str) -> object:
 
 def resolve_log_config(defaults: LogConfig, overrides: Mapping[str, str]) -> LogConfig:
     """Apply topic-level overrides to the broker defaults; unknown keys and bad values raise."""
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}
     for key, value in overrides.items():
         definition = TOPIC_CONFIGS.get(key)
         if definition is None:
@@ -142,7 +143,7 @@ def resolve_log_config(defaults: LogConfig, overrides: Mapping[str, str]) -> Log
 
 def log_config_from_broker_properties(props: Mapping[str, str]) -> LogConfig:
     """Broker defaults for topics from server.properties keys, with Kafka's precedence rules."""
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}
     for definition in _DEFS:
         key = definition.broker_synonym
         if key and key in props and definition.field is not None:

@@ -763,7 +763,7 @@ class GroupCoordinator:
         if not commits:
             return
         now = self._now()
-        records = []
+        records: list[tuple[bytes, bytes | None]] = []
         values = []
         for c in commits:
             value = OffsetValue(c.offset, c.leader_epoch, c.metadata or "", now, c.expire_timestamp)
@@ -945,7 +945,7 @@ class GroupCoordinator:
         ]
 
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
-        out = {}
+        out: dict[str, ErrorCode] = {}
         for group_id in group_ids:
             group = self.groups.get(group_id)
             if not group_id:
