@@ -55,6 +55,9 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("offsets.topic.num.partitions", "int", "50", "Partitions of __consumer_offsets."),
     ("transaction.state.log.num.partitions", "int", "50", "Partitions of __transaction_state."),
     ("transaction.max.timeout.ms", "int", "900000", "Largest transaction.timeout.ms a producer may ask for."),
+    ("transaction.version", "int", "0",
+     "Stands in for Kafka's finalized feature of that name (no KRaft here): 1 writes TransactionLogValue v1 "
+     "(flexible) to __transaction_state, 0 writes v0. Not advertised in ApiVersions; 2 (KIP-890) is not built."),
     ("transactional.id.expiration.ms", "int", "604800000", "Idle time after which a transactional id expires."),
     ("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", "10000",
      "How often timed-out transactions are aborted."),
@@ -149,6 +152,7 @@ class BrokerConfig:
     offsets_topic_num_partitions: int = 50
     transaction_state_log_num_partitions: int = 50
     transaction_max_timeout_ms: int = 900000
+    transaction_version: int = 0
     transactional_id_expiration_ms: int = 604800000
     transaction_abort_interval_ms: int = 10000
     transaction_expire_interval_ms: int = 3600000
@@ -166,6 +170,13 @@ class BrokerConfig:
 
 def _is_storage_key(key: str) -> bool:
     return key in BROKER_LOG_KEYS
+
+
+def _transaction_version(value: str) -> int:
+    version = int(value)
+    if version not in (0, 1):
+        raise ConfigError(f"invalid value {value!r} for configuration transaction.version: 0 or 1 (2 is not built)")
+    return version
 
 
 def build_config(
@@ -229,6 +240,7 @@ def build_config(
         offsets_topic_num_partitions=int(get("offsets.topic.num.partitions")),
         transaction_state_log_num_partitions=int(get("transaction.state.log.num.partitions")),
         transaction_max_timeout_ms=int(get("transaction.max.timeout.ms")),
+        transaction_version=_transaction_version(get("transaction.version")),
         transactional_id_expiration_ms=int(get("transactional.id.expiration.ms")),
         transaction_abort_interval_ms=int(get("transaction.abort.timed.out.transaction.cleanup.interval.ms")),
         transaction_expire_interval_ms=int(get("transaction.remove.expired.transaction.cleanup.interval.ms")),

@@ -268,3 +268,38 @@ def test_transaction_state_log_shows_the_state_sequence(broker: BrokerProcess) -
     assert len({(d["producerId"], d["producerEpoch"]) for d in data}) == 1
     raw_key = struct.pack(">hh", 0, len(transactional_id)) + transactional_id.encode()
     assert decode_key(raw_key) == transactional_id
+
+
+def test_transaction_version_1_writes_flexible_state_records_that_survive_a_restart(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    broker = broker_factory(**{"transaction.version": "1"})
+    topic, transactional_id = unique_topic("tv1"), unique_topic("tv1-tid")
+    create_topic(broker.bootstrap, topic)
+    producer = txn_producer(broker, transactional_id)
+    producer.begin_transaction()
+    producer.produce(topic, b"v1")
+    producer.commit_transaction(15)
+    producer.flush(5)
+
+    def dumped() -> list[dict]:  # type: ignore[type-arg]
+        out = subprocess.run([sys.executable, "-m", "minikafka.broker", "txn-log", "--data-dir", str(broker.data_dir),
+                              "--transactional-id", transactional_id], capture_output=True, text=True, timeout=30,
+                             check=True).stdout
+        return [json.loads(text) for text in out.splitlines()]
+
+    poll_until(lambda: len(dumped()) == 4, timeout=15, message="CompleteCommit written")
+    first = dumped()
+    assert [e["value"]["version"] for e in first] == [1, 1, 1, 1]
+    assert [e["value"]["data"]["transactionStatus"] for e in first] == [0, 1, 2, 4]
+    epoch = first[-1]["value"]["data"]["producerEpoch"]
+
+    broker.stop()
+    broker.start()  # replays the v1 records: the id is known, so a new instance bumps its epoch
+    successor = txn_producer(broker, transactional_id)
+    successor.begin_transaction()
+    successor.produce(topic, b"after-restart")
+    successor.commit_transaction(15)
+    poll_until(lambda: len(dumped()) >= 8, timeout=15, message="the successor's transaction written")
+    after = dumped()
+    assert {e["value"]["data"]["producerId"] for e in after} == {first[0]["value"]["data"]["producerId"]}
+    assert after[4]["value"]["data"]["producerEpoch"] == epoch + 1
+    assert values(broker, topic, "read_committed", 2) == [b"after-restart", b"v1"]

@@ -66,3 +66,11 @@ def test_bad_values_are_clear_errors(override: str) -> None:
 def test_listener_parsing() -> None:
     assert Listener.parse("PLAINTEXT://[::1]:9092") == Listener("PLAINTEXT", "::1", 9092)
     assert Listener.parse("PLAINTEXT://:9092").host == "0.0.0.0"
+
+
+def test_transaction_version_is_0_or_1() -> None:
+    assert build_config(environ={}, overrides=[]).transaction_version == 0
+    assert build_config(environ={}, overrides=["transaction.version=1"]).transaction_version == 1
+    for bad in ("2", "-1", "x"):
+        with pytest.raises(ConfigError, match="transaction.version"):
+            build_config(environ={}, overrides=[f"transaction.version={bad}"])
