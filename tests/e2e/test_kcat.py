@@ -152,3 +152,41 @@ def test_offset_query_past_the_last_timestamp(broker: BrokerProcess) -> None:
     out = kcat(broker, "-Q", "-t", f"{topic}:0:{base + 500}", "-t", f"{topic}:1:{base + 99_000}")
     lines = sorted(line.split() for line in out.splitlines() if line.strip())
     assert lines == [[topic, "[0]", "offset", "1"], [topic, "[1]", "offset", "-1"]]
+
+
+def test_read_committed_drops_aborted_and_ends_at_the_open_transaction(broker: BrokerProcess) -> None:
+    topic = unique_topic("kcattxn")
+    create_topic(broker.bootstrap, topic)
+
+    def transactional(name: str) -> Producer:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique_topic(name),
+                             "linger.ms": 0})
+        producer.init_transactions(15)
+        return producer
+
+    writer = transactional("kcat-writer")
+    for value, commit in ((b"c1", True), (b"a1", False), (b"c2", True)):
+        writer.begin_transaction()
+        writer.produce(topic, value, partition=0)
+        writer.flush(15)
+        if commit:
+            writer.commit_transaction(15)
+        else:
+            writer.abort_transaction(15)
+    holder = transactional("kcat-open")
+    holder.begin_transaction()
+    holder.produce(topic, b"open", partition=0)
+    holder.flush(15)
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    plain.produce(topic, b"after-open", partition=0)
+    plain.flush(15)
+    try:
+        # -e: kcat exits at the end of the partition, which for read_committed is the last stable offset
+        committed = kcat(broker, "-C", "-t", topic, "-o", "beginning", "-e", "-X", "isolation.level=read_committed",
+                         "-f", "%s\\n")
+        uncommitted = kcat(broker, "-C", "-t", topic, "-o", "beginning", "-e", "-X",
+                           "isolation.level=read_uncommitted", "-f", "%s\\n")
+    finally:
+        holder.abort_transaction(15)
+    assert committed.splitlines() == ["c1", "c2"]
+    assert uncommitted.splitlines() == ["c1", "a1", "c2", "open", "after-open"]
