@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -44,3 +44,11 @@ def consume(bootstrap: str, topic: str, count: int, *, partitions: tuple[int, ..
     finally:
         consumer.close()
     return received
+
+
+def transactional_producer(bootstrap: str, transactional_id: str, **extra: object) -> Producer:
+    """A confluent-kafka producer with its transactions initialised (linger 0: sends go out at once)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 0,
+                         **extra})
+    producer.init_transactions(15)
+    return producer

@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 
 from tests.conftest import BrokerProcess, unique_topic
 
-from .helpers import consume, create_topic
+from .helpers import consume, create_topic, transactional_producer
 
 KCAT = shutil.which("kcat")
 pytestmark = [pytest.mark.kcat, pytest.mark.skipif(KCAT is None, reason="kcat is not installed")]
@@ -158,13 +158,7 @@ def test_read_committed_drops_aborted_and_ends_at_the_open_transaction(broker: B
     topic = unique_topic("kcattxn")
     create_topic(broker.bootstrap, topic)
 
-    def transactional(name: str) -> Producer:
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique_topic(name),
-                             "linger.ms": 0})
-        producer.init_transactions(15)
-        return producer
-
-    writer = transactional("kcat-writer")
+    writer = transactional_producer(broker.bootstrap, unique_topic("kcat-writer"))
     for value, commit in ((b"c1", True), (b"a1", False), (b"c2", True)):
         writer.begin_transaction()
         writer.produce(topic, value, partition=0)
@@ -173,7 +167,7 @@ def test_read_committed_drops_aborted_and_ends_at_the_open_transaction(broker: B
             writer.commit_transaction(15)
         else:
             writer.abort_transaction(15)
-    holder = transactional("kcat-open")
+    holder = transactional_producer(broker.bootstrap, unique_topic("kcat-open"))
     holder.begin_transaction()
     holder.produce(topic, b"open", partition=0)
     holder.flush(15)

@@ -27,7 +27,7 @@ from minikafka.coordinator.transaction.log import decode_key, decode_value, enco
 
 from tests.conftest import BrokerProcess, poll_until, unique_topic
 
-from .helpers import consume, create_topic
+from .helpers import consume, create_topic, transactional_producer
 from .test_kafkajs import JS_DIR, NODE, run_js
 
 
@@ -126,10 +126,7 @@ def mixed_log(broker: BrokerProcess):  # type: ignore[no-untyped-def]
     create_topic(broker.bootstrap, topic)
 
     def transactional(name: str) -> Producer:
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique_topic(name),
-                             "linger.ms": 0})
-        producer.init_transactions(15)
-        return producer
+        return transactional_producer(broker.bootstrap, unique_topic(name))
 
     writer = transactional("mixed-writer")
     writer.begin_transaction()

@@ -72,5 +72,5 @@ def test_transaction_version_is_0_or_1() -> None:
     assert build_config(environ={}, overrides=[]).transaction_version == 0
     assert build_config(environ={}, overrides=["transaction.version=1"]).transaction_version == 1
     for bad in ("2", "-1", "x"):
-        with pytest.raises(ConfigError, match="transaction.version"):
+        with pytest.raises(ConfigError, match=r"transaction\.version"):
             build_config(environ={}, overrides=[f"transaction.version={bad}"])
