@@ -46,10 +46,11 @@ def _parser() -> argparse.ArgumentParser:
 def _txn_log(data_dir: Path, transactional_id: str | None) -> int:
     from .txn_log_dump import dump, partition_dirs
 
-    if not partition_dirs(data_dir):
+    partitions = partition_dirs(data_dir)
+    if not partitions:
         print(f"minikafka: no __transaction_state partitions under {data_dir}", file=sys.stderr)
         return 1
-    dump(data_dir, sys.stdout, transactional_id)
+    dump(partitions, sys.stdout, transactional_id)
     return 0
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from minikafka.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
-from minikafka.coordinator.transaction.log import decode_key, formatter_json
+from minikafka.coordinator.transaction.log import encode_key, formatter_json
 from minikafka.protocol.errors import CorruptRecord
 from minikafka.protocol.records import decode_batch, iter_whole_batches
 
@@ -44,17 +44,18 @@ def records_of(partition_dir: Path) -> Iterator[tuple[int, bytes | None, bytes |
                 yield record.offset, record.key, record.value
 
 
-def dump(data_dir: Path, out: TextIO, transactional_id: str | None = None) -> int:
-    """Write one JSON line per record; returns how many were written."""
+def dump(partitions: dict[int, Path], out: TextIO, transactional_id: str | None = None) -> int:
+    """Write one JSON line per record of `partitions` (from `partition_dirs`); returns how many."""
     # Every partition is scanned even for one transactional id: the partition count is the
-    # broker's config, and `__transaction_state` is small.
-    partitions = partition_dirs(data_dir)
+    # broker's config, and `__transaction_state` is small. Keys are compared as bytes: a key's
+    # encoding is unique, so only the matching records are decoded.
+    wanted_key = encode_key(transactional_id) if transactional_id is not None else None
     written = 0
     for partition in sorted(partitions):
         for offset, key, value in records_of(partitions[partition]):
+            if wanted_key is not None and key != wanted_key:
+                continue
             try:
-                if transactional_id is not None and (key is None or decode_key(key) != transactional_id):
-                    continue
                 line = formatter_json(key, value)
             except CorruptRecord as exc:
                 print(f"{TRANSACTION_STATE_TOPIC}-{partition} offset {offset}: {exc}", file=sys.stderr)

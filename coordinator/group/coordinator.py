@@ -809,22 +809,27 @@ class GroupCoordinator:
         commits: list[OffsetCommit],
     ) -> dict[TopicPartition, ErrorCode]:
         group, error = self._group_for_commit(group_id, generation_id)
-        if group is None or error != ErrorCode.none:
-            pass
-        elif group.is_static_member_fenced(member_id, group_instance_id):
-            error = ErrorCode.fenced_instance_id
-        elif generation_id < 0 and group.is_(GroupState.EMPTY):
-            pass
-        elif group.is_(GroupState.COMPLETING_REBALANCE):
-            error = ErrorCode.rebalance_in_progress
-        elif not group.has(member_id):
-            error = ErrorCode.unknown_member_id
-        elif generation_id != group.generation_id:
-            error = ErrorCode.illegal_generation
-        else:
-            member = group.members[member_id]
-            self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        if group is not None and error == ErrorCode.none:
+            error = self._member_commit_error(group, generation_id, member_id, group_instance_id)
         return self._write_checked(group_id, commits, error)
+
+    def _member_commit_error(self, group: Group, generation_id: int, member_id: str,
+                             group_instance_id: str | None) -> ErrorCode:
+        """Kafka's checks of a plain offset commit against the group; a valid member's commit
+        counts as its heartbeat."""
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return ErrorCode.fenced_instance_id
+        if generation_id < 0 and group.is_(GroupState.EMPTY):
+            return ErrorCode.none
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            return ErrorCode.rebalance_in_progress
+        if not group.has(member_id):
+            return ErrorCode.unknown_member_id
+        if generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        member = group.members[member_id]
+        self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        return ErrorCode.none
 
     def commit_transactional_offsets(
         self,

@@ -277,9 +277,10 @@ def formatter_json(key: bytes | None, value: bytes | None) -> dict[str, object] 
     when they differ from their defaults, as Kafka's generated JSON converters write them."""
     if key is None:
         return None
+    key_json = {"type": KEY_VERSION, "data": {"transactionalId": decode_key(key)}}
     decoded = decode_value(value)
     if decoded is None:
-        return {"key": {"type": KEY_VERSION, "data": {"transactionalId": decode_key(key)}}, "value": None}
+        return {"key": key_json, "value": None}
     partitions = None if decoded.partitions is None else [
         {"topic": topic, "partitionIds": ids} for topic, ids in _grouped(decoded.partitions)]
     data: dict[str, object] = {
@@ -296,5 +297,4 @@ def formatter_json(key: bytes | None, value: bytes | None) -> dict[str, object] 
                   ("nextProducerId", decoded.next_producer_id, NO_PRODUCER_ID),
                   ("clientTransactionVersion", decoded.client_transaction_version, 0))
         data.update({name: field for name, field, default in tagged if field != default})
-    return {"key": {"type": KEY_VERSION, "data": {"transactionalId": decode_key(key)}},
-            "value": {"version": decoded.version, "data": data}}
+    return {"key": key_json, "value": {"version": decoded.version, "data": data}}

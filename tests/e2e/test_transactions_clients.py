@@ -23,11 +23,11 @@ from kafka import errors as kp_errors
 from kafka.errors import KafkaError as KpKafkaError
 from kafka.structs import OffsetAndMetadata
 from minikafka.coordinator.hashing import partition_for
-from minikafka.coordinator.transaction.log import decode_key, decode_value, encode_key, formatter_json
+from minikafka.coordinator.transaction.log import decode_key, encode_key
 
 from tests.conftest import BrokerProcess, poll_until, unique_topic
 
-from .helpers import consume, create_topic, transactional_producer
+from .helpers import assert_state_sequence, consume, create_topic, states_of, transactional_producer
 from .test_kafkajs import JS_DIR, NODE, run_js
 
 
@@ -438,21 +438,6 @@ def test_kafkajs_invalid_transaction_timeout(broker_factory) -> None:  # type: i
 TXN_STATE_TOPIC = "__transaction_state"
 TXN_STATE_PARTITIONS = 50
 TXN_LOG_DEADLINE_S = 15.0
-
-
-def states_of(records: list[tuple[bytes, bytes | None]]) -> list[str]:
-    return [value.state.display_name if value else "tombstone" for value in (decode_value(v) for _k, v in records)]
-
-
-def assert_state_sequence(records: list[tuple[bytes, bytes | None]], transactional_id: str, topic: str) -> None:
-    assert all(decode_key(key) == transactional_id for key, _value in records)
-    assert states_of(records) == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit"]
-    data = [formatter_json(key, value)["value"]["data"] for key, value in records]  # type: ignore[index]
-    assert [d["transactionStatus"] for d in data] == [0, 1, 2, 4]
-    assert data[0]["transactionPartitions"] is None and data[0]["transactionStartTimestampMs"] == -1
-    assert all(d["transactionPartitions"] == [{"topic": topic, "partitionIds": [0]}] for d in data[1:3])
-    assert data[3]["transactionPartitions"] == []
-    assert len({(d["producerId"], d["producerEpoch"]) for d in data}) == 1
 
 
 async def test_aiokafka_transaction_state_log_shows_the_state_sequence(broker: BrokerProcess) -> None:

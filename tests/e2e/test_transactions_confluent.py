@@ -2,26 +2,27 @@
 
 from __future__ import annotations
 
-import json
 import struct
-import subprocess
-import sys
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from minikafka.coordinator.hashing import partition_for
-from minikafka.coordinator.transaction.log import decode_key, decode_value, formatter_json
+from minikafka.coordinator.transaction.log import decode_key, formatter_json
 
 from tests.conftest import BrokerProcess, poll_until, unique_topic
 
-from .helpers import consume, create_topic
+from .helpers import (
+    assert_state_sequence,
+    consume,
+    create_topic,
+    states_of,
+    transactional_producer,
+    txn_log_lines,
+)
 
 
 def txn_producer(broker: BrokerProcess, transactional_id: str, **extra: object) -> Producer:
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": transactional_id,
-                         "linger.ms": 1, **extra})
-    producer.init_transactions(15)
-    return producer
+    return transactional_producer(broker.bootstrap, transactional_id, **{"linger.ms": 1, **extra})
 
 
 def values(broker: BrokerProcess, topic: str, isolation: str, count: int, partitions: tuple[int, ...] = (0,),
@@ -239,33 +240,20 @@ def test_transaction_state_log_shows_the_state_sequence(broker: BrokerProcess) -
     partition = partition_for(transactional_id, 50)
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "dump", "enable.auto.commit": False})
     consumer.assign([TopicPartition("__transaction_state", partition, 0)])
-    states: list[str] = []
-
-    formatted: list[dict[str, object]] = []
+    records: list[tuple[bytes, bytes | None]] = []
 
     def collect() -> bool:
         for message in consumer.consume(100, 0.2):
             if message.error() is None and decode_key(message.key()) == transactional_id:
-                value = decode_value(message.value())
-                states.append(value.state.display_name if value else "tombstone")
-                formatted.append(formatter_json(message.key(), message.value()))  # type: ignore[arg-type]
-        return states[-1:] == ["CompleteCommit"]
+                records.append((message.key(), message.value()))
+        return states_of(records)[-1:] == ["CompleteCommit"]
 
     poll_until(collect, timeout=15, message="CompleteCommit in __transaction_state")
     consumer.close()
-    assert states == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit"]
+    assert_state_sequence(records, transactional_id, topic)
     # `minikafka txn-log` prints from the data directory what TransactionLogMessageFormatter prints of
     # the records the client consumed: the seeds' dump, one JSON line per state.
-    dumped = subprocess.run([sys.executable, "-m", "minikafka.broker", "txn-log", "--data-dir", str(broker.data_dir),
-                             "--transactional-id", transactional_id], capture_output=True, text=True, timeout=30,
-                            check=True).stdout.splitlines()
-    assert [json.loads(text) for text in dumped] == formatted
-    data = [entry["value"]["data"] for entry in formatted]  # type: ignore[index]
-    assert [d["transactionStatus"] for d in data] == [0, 1, 2, 4]
-    assert data[0]["transactionPartitions"] is None and data[0]["transactionStartTimestampMs"] == -1
-    assert all(d["transactionPartitions"] == [{"topic": topic, "partitionIds": [0]}] for d in data[1:3])
-    assert data[3]["transactionPartitions"] == [], "Complete* clears the partitions, as Kafka's prepareComplete"
-    assert len({(d["producerId"], d["producerEpoch"]) for d in data}) == 1
+    assert txn_log_lines(broker.data_dir, transactional_id) == [formatter_json(k, v) for k, v in records]
     raw_key = struct.pack(">hh", 0, len(transactional_id)) + transactional_id.encode()
     assert decode_key(raw_key) == transactional_id
 
@@ -281,10 +269,7 @@ def test_transaction_version_1_writes_flexible_state_records_that_survive_a_rest
     producer.flush(5)
 
     def dumped() -> list[dict]:  # type: ignore[type-arg]
-        out = subprocess.run([sys.executable, "-m", "minikafka.broker", "txn-log", "--data-dir", str(broker.data_dir),
-                              "--transactional-id", transactional_id], capture_output=True, text=True, timeout=30,
-                             check=True).stdout
-        return [json.loads(text) for text in out.splitlines()]
+        return txn_log_lines(broker.data_dir, transactional_id)
 
     poll_until(lambda: len(dumped()) == 4, timeout=15, message="CompleteCommit written")
     first = dumped()

@@ -7,7 +7,7 @@ import io
 import json
 from pathlib import Path
 
-from minikafka.broker.txn_log_dump import dump
+from minikafka.broker.txn_log_dump import dump, partition_dirs
 from minikafka.coordinator.hashing import partition_for
 from minikafka.coordinator.transaction.log import encode_key, encode_value, formatter_json
 from minikafka.coordinator.transaction.state import TxnMetadata, TxnState
@@ -73,10 +73,10 @@ def test_dump_reads_segments_and_skips_control_batches_and_torn_tails(tmp_path: 
     (directory / "00000000000000000000.log").write_bytes(bytes(batches) + torn[: len(torn) // 2])
 
     out = io.StringIO()
-    assert dump(tmp_path, out, wanted) == 2
+    assert dump(partition_dirs(tmp_path), out, wanted) == 2
     statuses = [json.loads(text)["value"]["data"]["transactionStatus"] for text in out.getvalue().splitlines()]
     assert statuses == [0, 1]
     everything = io.StringIO()
-    assert dump(tmp_path, everything) == 3
+    assert dump(partition_dirs(tmp_path), everything) == 3
     assert json.loads(everything.getvalue().splitlines()[-1]) == {
         "key": {"type": 0, "data": {"transactionalId": other}}, "value": None}
