@@ -1,7 +1,8 @@
 """The one boundary between Kafka bytes and kio entities.
 
 Every decode failure, whatever kio raised (its own errors, KeyError for unknown tags, ValueError for
-bad booleans, ...), leaves this module as `InvalidRequest`. Bytes left after a decoded request are
+bad booleans, ...), leaves this module as `InvalidRequest`. Frames are bounds-checked by `guard` first:
+kio's native reader would otherwise size allocations from lengths on the wire and abort the process. Bytes left after a decoded request are
 counted (kio does not report them) but tolerated, as Kafka tolerates them.
 """
 
@@ -21,6 +22,7 @@ from kio.static.primitive import i32
 
 from .api_keys import ApiKey
 from .errors import InvalidRequest
+from .guard import check_request
 
 _PEEK = struct.Struct(">hhi")
 _CORRELATION = struct.Struct(">i")
@@ -52,9 +54,14 @@ def peek_header(frame: bytes) -> PeekedHeader:
 
 
 @cache
-def _request_reader(api_key: int, version: int) -> tuple[Any, Any]:
+def _request_schemas(api_key: int, version: int) -> tuple[type, type]:
     schema = load_request_schema(api_key, version)
-    header = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
+    return (RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1), schema
+
+
+@cache
+def _request_reader(api_key: int, version: int) -> tuple[Any, Any]:
+    header, schema = _request_schemas(api_key, version)
     return entity_reader(header), entity_reader(schema)
 
 
@@ -65,12 +72,16 @@ def request_schema(api_key: int, version: int) -> type:
 def decode_request(frame: bytes, api_key: int, version: int) -> Decoded:
     """Decode header and body of a request frame; raise InvalidRequest on any failure."""
     try:
+        header_cls, body_cls = _request_schemas(api_key, version)
+        check_request(frame, header_cls, body_cls)
         read_header, read_body = _request_reader(api_key, version)
         view = memoryview(frame)
         header, header_size = read_header(view, 0)
         body, body_size = read_body(view, header_size)
     except (UnknownAPIKey, UnknownEntity) as exc:
         raise InvalidRequest(f"no schema for api {api_key} v{version}") from exc
+    except InvalidRequest as exc:
+        raise InvalidRequest(f"malformed api {api_key} v{version}: {exc}") from None
     except Exception as exc:  # kio raises a mix of its own and built-in exceptions
         raise InvalidRequest(f"undecodable api {api_key} v{version}: {exc!r}") from exc
     return Decoded(header.client_id, body, len(frame) - header_size - body_size)
