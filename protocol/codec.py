@@ -2,8 +2,9 @@
 
 Every decode failure, whatever kio raised (its own errors, KeyError for unknown tags, ValueError for
 bad booleans, ...), leaves this module as `InvalidRequest`. Frames are bounds-checked by `guard` first:
-kio's native reader would otherwise size allocations from lengths on the wire and abort the process. Bytes left after a decoded request are
-counted (kio does not report them) but tolerated, as Kafka tolerates them.
+kio's native reader would otherwise size allocations from lengths on the wire and abort the process.
+Bytes left after a decoded request are counted (kio does not report them) but tolerated, as Kafka
+tolerates them.
 """
 
 from __future__ import annotations
@@ -82,7 +83,10 @@ def decode_request(frame: bytes, api_key: int, version: int) -> Decoded:
         raise InvalidRequest(f"no schema for api {api_key} v{version}") from exc
     except InvalidRequest as exc:
         raise InvalidRequest(f"malformed api {api_key} v{version}: {exc}") from None
-    except Exception as exc:  # kio raises a mix of its own and built-in exceptions
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # kio raises a mix of its own and built-in exceptions, and a Rust panic
+        # surfaces as pyo3's PanicException, which derives from BaseException, not Exception.
         raise InvalidRequest(f"undecodable api {api_key} v{version}: {exc!r}") from exc
     return Decoded(header.client_id, body, len(frame) - header_size - body_size)
 
