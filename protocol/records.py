@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -293,32 +294,103 @@ def compress(codec: int, data: bytes) -> bytes:
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
-def decompress(codec: int, data: bytes | memoryview) -> bytes:
-    import cramjam
+# A batch's records, decompressed, may take at most this many bytes. Compression ratios of real
+# batches stay far below it; a crafted batch ("zip bomb") with a valid CRC is refused instead of
+# taking the machine's memory when a feature (ListOffsets by timestamp, coordinator loads) reads it.
+MAX_DECOMPRESSED_BATCH_BYTES = 64 * 1024 * 1024
 
+
+def decompress(codec: int, data: bytes | memoryview, limit: int = MAX_DECOMPRESSED_BATCH_BYTES) -> bytes:
+    """Decompress a batch's records, refusing output over `limit` bytes without producing it."""
     data = bytes(data)
     if codec == Compression.NONE:
         return data
     try:
         if codec == Compression.GZIP:
-            return gzip.decompress(data)
+            return _gunzip(data, limit)
         if codec == Compression.SNAPPY:
-            if data.startswith(_XERIAL_MAGIC):  # Java clients frame snappy the xerial way
-                out = bytearray()
-                pos = 16
-                while pos < len(data):
-                    (length,) = _INT32.unpack_from(data, pos)
-                    out += bytes(cramjam.snappy.decompress_raw(data[pos + 4 : pos + 4 + length]))
-                    pos += 4 + length
-                return bytes(out)
-            return bytes(cramjam.snappy.decompress_raw(data))
+            return _unsnappy(data, limit)
         if codec == Compression.LZ4:
-            return bytes(cramjam.lz4.decompress(data))
+            return _unlz4(data, limit)
         if codec == Compression.ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
-    except Exception as exc:
-        raise CorruptRecord(f"cannot decompress codec {codec}: {exc}") from exc
+            return _unzstd(data, limit)
+    except CorruptRecord:
+        raise
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # codec libraries raise their own errors; a Rust panic is a BaseException
+        raise CorruptRecord(f"cannot decompress codec {codec}: {exc!r}") from exc
     raise UnsupportedCompression(f"compression codec {codec}")
+
+
+def _too_large(codec: str, limit: int) -> CorruptRecord:
+    return CorruptRecord(f"{codec} records decompress to more than {limit} bytes")
+
+
+def _gunzip(data: bytes, limit: int) -> bytes:
+    out = bytearray()
+    while data:  # Java writes one gzip member; others may concatenate several
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        out += inflater.decompress(data, limit + 1 - len(out))
+        if len(out) > limit:
+            raise _too_large("gzip", limit)
+        if not inflater.eof:
+            raise CorruptRecord("truncated gzip records")
+        data = inflater.unused_data
+    return bytes(out)
+
+
+def _unsnappy(data: bytes, limit: int) -> bytes:
+    import cramjam
+
+    if not data.startswith(_XERIAL_MAGIC):
+        if cramjam.snappy.decompress_raw_len(data) > limit:  # the raw format states its length first
+            raise _too_large("snappy", limit)
+        return bytes(cramjam.snappy.decompress_raw(data))
+    out = bytearray()  # Java clients frame snappy the xerial way: length-prefixed raw chunks
+    position = 16
+    while position < len(data):
+        (length,) = _INT32.unpack_from(data, position)
+        chunk = data[position + 4 : position + 4 + length]
+        if length < 0 or len(chunk) != length:
+            raise CorruptRecord("truncated snappy chunk")
+        if len(out) + cramjam.snappy.decompress_raw_len(chunk) > limit:
+            raise _too_large("snappy", limit)
+        out += bytes(cramjam.snappy.decompress_raw(chunk))
+        position += 4 + length
+    return bytes(out)
+
+
+# Streamed codecs are read this much at a time, so a small batch never reserves the whole limit.
+_DECOMPRESS_CHUNK = 256 * 1024
+
+
+def _unlz4(data: bytes, limit: int) -> bytes:
+    import lz4.frame
+
+    decompressor = lz4.frame.LZ4FrameDecompressor()
+    out = bytearray(decompressor.decompress(data, max_length=_DECOMPRESS_CHUNK))
+    while not decompressor.eof and len(out) <= limit:
+        chunk = decompressor.decompress(b"", max_length=_DECOMPRESS_CHUNK)
+        if not chunk:
+            raise CorruptRecord("truncated lz4 records")
+        out += chunk
+    if len(out) > limit:
+        raise _too_large("lz4", limit)
+    return bytes(out)
+
+
+def _unzstd(data: bytes, limit: int) -> bytes:
+    import zstandard
+
+    out = bytearray()
+    with zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True) as reader:
+        while len(out) <= limit:
+            chunk = reader.read(_DECOMPRESS_CHUNK)
+            if not chunk:
+                return bytes(out)
+            out += chunk
+    raise _too_large("zstd", limit)
 
 
 def build_batch(
@@ -389,6 +461,16 @@ class DecodedBatch:
     records: list[Record] = field(default_factory=list)
 
 
+def _read_blob(view: memoryview, cursor: int, end: int) -> tuple[bytes | None, int]:
+    """A varint-length-prefixed key, value or header inside a record ending at `end`; -1 is null."""
+    size, cursor = _read_varint(view, cursor)
+    if size < -1 or cursor + size > end:
+        raise CorruptRecord(f"record field of {size} bytes does not fit in the record")
+    if size < 0:
+        return None, cursor
+    return bytes(view[cursor : cursor + size]), cursor + size
+
+
 def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> DecodedBatch:
     """Decode every record of the batch at `pos` (decompressing if needed)."""
     header = BatchHeader.parse(buf, pos)
@@ -404,28 +486,22 @@ def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> DecodedBa
         cursor += 1  # attributes
         ts_delta, cursor = _read_varint(view, cursor)
         offset_delta, cursor = _read_varint(view, cursor)
-        blobs: list[bytes | None] = []
-        for _blob in range(2):
-            size, cursor = _read_varint(view, cursor)
-            if size < 0:
-                blobs.append(None)
-            else:
-                blobs.append(bytes(view[cursor : cursor + size]))
-                cursor += size
+        key, cursor = _read_blob(view, cursor, end)
+        value, cursor = _read_blob(view, cursor, end)
         header_count, cursor = _read_varint(view, cursor)
+        if not 0 <= header_count <= end - cursor:
+            raise CorruptRecord(f"record header count {header_count} does not fit in the record")
         headers: list[tuple[str, bytes | None]] = []
         for _h in range(header_count):
-            size, cursor = _read_varint(view, cursor)
-            name = bytes(view[cursor : cursor + size]).decode("utf-8", "replace")
-            cursor += size
-            size, cursor = _read_varint(view, cursor)
-            value = None if size < 0 else bytes(view[cursor : cursor + size])
-            cursor += max(size, 0)
-            headers.append((name, value))
+            name, cursor = _read_blob(view, cursor, end)
+            if name is None:
+                raise CorruptRecord("record header without a key")
+            header_value, cursor = _read_blob(view, cursor, end)
+            headers.append((name.decode("utf-8", "replace"), header_value))
         if cursor != end:
             raise CorruptRecord("record length does not match its fields")
         timestamp = header.max_timestamp if header.log_append_time else header.base_timestamp + ts_delta
-        records.append(Record(blobs[0], blobs[1], tuple(headers), timestamp, header.base_offset + offset_delta))
+        records.append(Record(key, value, tuple(headers), timestamp, header.base_offset + offset_delta))
     return DecodedBatch(header, records)
 
 

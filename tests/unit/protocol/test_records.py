@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import struct
 
+import cramjam
+import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,8 +19,10 @@ from minikafka.protocol.records import (
     Record,
     build_batch,
     build_control_batch,
+    compress,
     decode_all,
     decode_batch,
+    decompress,
     is_crc_valid,
     iter_batches,
     parse_control_record,
@@ -134,3 +139,46 @@ def test_decode_all_reads_consecutive_batches() -> None:
         [Record(b"b", b"2", (), 2), Record(b"c", b"3", (), 3)], base_offset=1)
     values = [r.value for batch in decode_all(blob) for r in batch.records]
     assert values == [b"1", b"2", b"3"]
+
+
+BOMB = b"\0" * (8 * 1024 * 1024)
+
+
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD])
+def test_decompression_over_the_limit_is_refused(codec: Compression) -> None:
+    compressed = compress(codec, BOMB)
+    assert len(compressed) < len(BOMB) // 20  # a bomb: the claim is about output, not input size
+    with pytest.raises(CorruptRecord, match="decompress to more than"):
+        decompress(codec, compressed, limit=len(BOMB) - 1)
+    assert decompress(codec, compressed, limit=len(BOMB)) == BOMB
+
+
+def test_xerial_snappy_chunks_count_towards_the_limit() -> None:
+    chunk = cramjam.snappy.compress_raw(b"a" * 1000)
+    framed = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + (struct.pack(">i", len(chunk)) + bytes(chunk)) * 3
+    assert decompress(Compression.SNAPPY, framed) == b"a" * 3000
+    with pytest.raises(CorruptRecord, match="decompress to more than"):
+        decompress(Compression.SNAPPY, framed, limit=2999)
+
+
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD])
+@settings(max_examples=150, deadline=None)
+@given(cut=st.integers(0, 200), garbage=st.binary(max_size=40))
+def test_damaged_compressed_records_are_corrupt_not_a_crash(codec: Compression, cut: int, garbage: bytes) -> None:
+    compressed = compress(codec, bytes(range(256)) * 8)
+    with contextlib.suppress(CorruptRecord):
+        decompress(codec, compressed[:cut] + garbage)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(records=records, codec=st.sampled_from(list(Compression)),
+       edits=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=4))
+def test_a_batch_with_damaged_records_but_a_valid_crc_decodes_or_is_corrupt(
+        records: list[Record], codec: Compression, edits: list[tuple[int, int]]) -> None:
+    # A crafted batch passes the CRC check; decoding it must still end only in CorruptRecord.
+    batch = bytearray(build_batch(records, compression=codec))
+    for position, value in edits:
+        batch[HEADER_SIZE - 4 + position % (len(batch) - HEADER_SIZE + 4)] = value  # records count onwards
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    with contextlib.suppress(CorruptRecord):
+        decode_batch(bytes(batch))
