@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import codec_cost  # bench/ is the script's folder, so it is on sys.path
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -546,6 +547,11 @@ def main() -> int:
         for broker in brokers:
             broker.cleanup()
     print_table(results, args.messages, args.repeat)
+    if args.only in (None, "minikafka"):
+        codec_rows = codec_cost.measure()
+        codec_cost.print_table(codec_rows)
+        results.setdefault("minikafka", {}).update(
+            {f"guard_us {label}": guard_us for label, _kio_us, guard_us in codec_rows})
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         rows = [{"key": r.key, "label": r.label, "higher_is_better": r.higher_is_better}

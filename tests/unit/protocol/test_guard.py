@@ -79,7 +79,13 @@ def test_valid_requests_pass_and_consume_what_kio_consumes(pair: tuple[int, int]
     request, frame = _request_frame(key, version, data)
     schema = load_request_schema(key, version)
     assert check_request(frame, schema.__header_schema__, schema) == len(frame)
-    decoded = decode_request(frame, key, version)
+    try:
+        decoded = decode_request(frame, key, version)
+    except InvalidRequest as exc:
+        # kio cannot read back some values its writer takes (an int64 timedelta past Python's
+        # range): that is kio's reader failing after the guard passed the frame, never the guard.
+        assert "undecodable" in str(exc), exc
+        return
     assert decoded.body == request
     assert decoded.trailing_bytes == 0
 
@@ -137,7 +143,7 @@ def test_null_where_the_schema_forbids_it_is_an_invalid_request() -> None:
     frame = bytearray(_body(encode_request(1, request)))
     assert frame[-2:] == b"\x01\x00"  # empty compact array, then the empty tagged-field section
     frame[-2] = 0  # compact null
-    with pytest.raises(InvalidRequest, match="null array"):
+    with pytest.raises(InvalidRequest, match="array length -1 where the schema forbids it"):
         decode_request(bytes(frame), 2, 8)
 
 
