@@ -49,6 +49,18 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("auto.create.topics.enable", "boolean", "true", "Create topics on metadata/produce requests."),
     ("delete.topic.enable", "boolean", "true", "Allow DeleteTopics."),
     ("socket.request.max.bytes", "int", "104857600", "Largest request frame accepted."),
+    ("queued.max.requests", "int", "500",
+     "Requests one connection may have read and not yet answered (Kafka: the broker-wide request queue); "
+     "responses still go out in request order."),
+    ("max.connections", "int", "2147483647",
+     "Connections the broker holds at once; past it the broker stops accepting until one closes."),
+    ("max.connections.per.ip", "int", "2147483647", "Connections one IP address may hold; more are closed."),
+    ("max.connections.per.ip.overrides", "string", "",
+     "Per-host exceptions to max.connections.per.ip: `host:count,host:count` (IP or hostname)."),
+    ("fetch.max.bytes", "int", "57671680", "Largest response a Fetch request may return; larger max_bytes is capped."),
+    ("max.partitions.per.request", "int", "10000",
+     "minikafka: partitions one CreateTopics or CreatePartitions request may create; beyond it every topic "
+     "gets POLICY_VIOLATION (Kafka's controller hard-codes this bound: MAX_PARTITIONS_PER_BATCH = 10000)."),
     ("log.retention.check.interval.ms", "long", "300000", "How often retention runs."),
     ("log.initial.task.delay.ms", "long", "30000", "Delay before the first retention and checkpoint run."),
     ("log.flush.offset.checkpoint.interval.ms", "int", "60000", "How often offset checkpoints are written."),
@@ -146,6 +158,12 @@ class BrokerConfig:
     auto_create_topics: bool = True
     delete_topic_enable: bool = True
     socket_request_max_bytes: int = 104857600
+    queued_max_requests: int = 500
+    max_connections: int = 2147483647
+    max_connections_per_ip: int = 2147483647
+    max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
+    fetch_max_bytes: int = 57671680
+    max_partitions_per_request: int = 10000
     retention_check_interval_ms: int = 300000
     initial_task_delay_ms: int = 30000
     checkpoint_interval_ms: int = 60000
@@ -177,6 +195,25 @@ def _transaction_version(value: str) -> int:
     if version not in (0, 1):
         raise ConfigError(f"invalid value {value!r} for configuration transaction.version: 0 or 1 (2 is not built)")
     return version
+
+
+def _at_least(minimum: int, key: str, value: str) -> int:
+    number = int(value)
+    if number < minimum:
+        raise ConfigError(f"invalid value {value!r} for configuration {key}: value must be at least {minimum}")
+    return number
+
+
+def _per_ip_overrides(value: str) -> dict[str, int]:
+    """Kafka's `host:count,host:count`; a count is the last `:` field, so IPv6 hosts keep their colons."""
+    overrides: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        host, sep, count = item.rpartition(":")
+        if not sep or not host.strip() or not count.strip().isdigit():
+            raise ConfigError(
+                f"invalid value {value!r} for configuration max.connections.per.ip.overrides: expected host:count")
+        overrides[host.strip().strip("[]")] = int(count)
+    return overrides
 
 
 def build_config(
@@ -223,6 +260,10 @@ def build_config(
     is_known_storage = known_storage_key or _is_storage_key
     unknown = tuple(sorted(k for k in props if k not in BROKER_CONFIGS and not is_known_storage(k)))
 
+    if int(get("max.connections.per.ip")) == 0 and not get("max.connections.per.ip.overrides").strip():
+        raise ConfigError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
+                          "is set (as in Kafka)")
+
     return BrokerConfig(
         node_id=node_id,
         host=host if host is not None else listener.host,
@@ -234,6 +275,12 @@ def build_config(
         auto_create_topics=get("auto.create.topics.enable").lower() == "true",
         delete_topic_enable=get("delete.topic.enable").lower() == "true",
         socket_request_max_bytes=int(get("socket.request.max.bytes")),
+        queued_max_requests=_at_least(1, "queued.max.requests", get("queued.max.requests")),
+        max_connections=_at_least(0, "max.connections", get("max.connections")),
+        max_connections_per_ip=_at_least(0, "max.connections.per.ip", get("max.connections.per.ip")),
+        max_connections_per_ip_overrides=_per_ip_overrides(get("max.connections.per.ip.overrides")),
+        fetch_max_bytes=_at_least(0, "fetch.max.bytes", get("fetch.max.bytes")),
+        max_partitions_per_request=_at_least(1, "max.partitions.per.request", get("max.partitions.per.request")),
         retention_check_interval_ms=int(get("log.retention.check.interval.ms")),
         initial_task_delay_ms=int(get("log.initial.task.delay.ms")),
         checkpoint_interval_ms=int(get("log.flush.offset.checkpoint.interval.ms")),

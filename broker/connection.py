@@ -1,8 +1,12 @@
-"""One client connection: read a frame, dispatch it, write the response, in request order.
+"""One client connection: read requests, handle them one at a time, write responses in request order.
 
-Requests on a connection are handled one at a time, as Kafka mutes a channel until its response is
-sent, so responses can never be reordered. Clients pipeline anyway: their next requests wait in the
-socket buffer meanwhile.
+Two loops share a connection. The reader reads frames ahead into a queue of at most
+`queued.max.requests` requests and about `socket.request.max.bytes` bytes; the processor takes
+them in order, dispatches each, writes its response, and waits for the socket to take it (Kafka
+mutes a channel while its response is being sent). The reader waits for the same drain before
+each frame, so a client that sends requests and never reads its responses stops being read: the
+broker holds one response and a bounded queue of requests for it, never a growing pile of
+responses. Past that, TCP's own window stops the client.
 """
 
 from __future__ import annotations
@@ -23,8 +27,12 @@ if TYPE_CHECKING:
 
 _log = structlog.get_logger("minikafka.connection")
 
-# Past this many unsent bytes we wait for the socket to drain before reading more requests.
-_WRITE_HIGH_WATER = 4 * 1024 * 1024
+
+class _EndOfRequests:
+    """Queued after the last request of a client that closed its side cleanly."""
+
+
+_END = _EndOfRequests()
 
 
 class Connection:
@@ -43,9 +51,16 @@ class Connection:
         self.services = services
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        # True while a handler runs: shutdown lets it finish and the idle check leaves it alone.
         self.busy = False
         self.closing = False
         self.last_active = services.clock.monotonic()
+        self._requests: asyncio.Queue[bytes | _EndOfRequests] = asyncio.Queue(
+            maxsize=services.config.queued_max_requests)
+        # Bytes of the frames in the queue: reading ahead pauses at socket.request.max.bytes, so a client
+        # pipelining big requests behind a slow one holds about that much, not queued.max.requests frames.
+        self._queued_bytes = 0
+        self._queue_drained = asyncio.Event()
 
     def _context(self, api_key: int, api_version: int, correlation_id: int, client_id: str | None) -> RequestContext:
         return RequestContext(
@@ -53,30 +68,66 @@ class Connection:
         )
 
     async def run(self) -> None:
+        reading = asyncio.create_task(self._read_requests(), name=f"connection-{self.connection_id}-read")
+        processing = asyncio.create_task(self._process_requests(), name=f"connection-{self.connection_id}-process")
+        try:
+            done, _pending = await asyncio.wait((reading, processing), return_when=asyncio.FIRST_COMPLETED)
+            if reading in done and reading.result():
+                # The client closed its sending side: answer what it sent before closing ours.
+                await processing
+        finally:
+            for task in (reading, processing):
+                task.cancel()
+            await asyncio.gather(reading, processing, return_exceptions=True)
+            self.writer.close()
+
+    async def _read_requests(self) -> bool:
+        """Queue frames until the client or the broker stops; True when what was read is still to be answered
+        (a clean end of stream, or shutdown), False when the client went away or broke the framing."""
         max_bytes = self.services.config.socket_request_max_bytes
-        transport = self.writer.transport
         try:
             while not self.closing:
+                # Not reading while the client leaves its responses unread: the mute of Kafka's SocketServer.
+                await self.writer.drain()
                 frame = await read_frame(self.reader, max_bytes)
                 if frame is None:
-                    return
-                self.busy = True
+                    await self._requests.put(_END)
+                    return True
                 self.last_active = self.services.clock.monotonic()
+                await self._requests.put(frame)
+                self._queued_bytes += len(frame)
+                while self._queued_bytes >= max_bytes:
+                    self._queue_drained.clear()
+                    await self._queue_drained.wait()
+            return True  # shutting down: no more requests are read, the one being handled finishes
+        except BadFrameSize as exc:
+            _log.warning("closing connection", reason=str(exc), connection_id=self.connection_id, peer=self.peer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass  # the client went away, possibly mid-request: nothing is owed to it
+        return False
+
+    async def _process_requests(self) -> None:
+        try:
+            while not self.closing:
+                frame = await self._requests.get()
+                if isinstance(frame, _EndOfRequests):
+                    return
+                self._queued_bytes -= len(frame)
+                self._queue_drained.set()
+                self.busy = True
                 try:
                     response = await dispatch(frame, self._context)
                 finally:
                     self.busy = False
                 if response is not None:
                     self.writer.write(response)
-                    if transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
-                        await self.writer.drain()
-        except (CloseConnection, InvalidRequest, BadFrameSize) as exc:
+                    # Returns at once below the transport's high-water mark; otherwise waits until the
+                    # client has read enough, so at most one large response per connection is buffered.
+                    await self.writer.drain()
+                self.last_active = self.services.clock.monotonic()
+        except (CloseConnection, InvalidRequest) as exc:
             _log.warning("closing connection", reason=str(exc), connection_id=self.connection_id, peer=self.peer)
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except ConnectionError:
             pass
-        except asyncio.CancelledError:
-            raise
         except Exception:
             _log.exception("request failed; closing connection", connection_id=self.connection_id, peer=self.peer)
-        finally:
-            self.writer.close()

@@ -4,6 +4,12 @@ Order of checks follows Kafka: unknown API key -> close; version outside our ran
 ApiVersions, which is answered at v0 with UNSUPPORTED_VERSION and our key list (KIP-511) so a newer
 client can downgrade; undecodable bytes -> close. Fault injection and the flight recorder will hook
 in here.
+
+An unexpected exception while handling a decoded request stays inside that request, as in Kafka's
+KafkaApis.handleError: it is logged once with its stack trace, counted, and answered with
+UNKNOWN_SERVER_ERROR for the whole request (broker/error_response.py); the connection stays open.
+Handlers that can fail per partition catch there, so one partition's surprise fails only itself.
+Only where Kafka sends no response would it close: a Produce with acks=0.
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ from typing import Any
 from minikafka.protocol.api_keys import ApiKey, api_name
 from minikafka.protocol.build import build
 from minikafka.protocol.codec import decode_request, encode_response, peek_header, response_class
-from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.errors import ErrorCode, KafkaError
 
 from .context import RequestContext
+from .error_response import error_response
+from .errors import error_code_for, error_message_for
 
 
 class CloseConnection(Exception):
@@ -52,7 +60,20 @@ async def dispatch(frame: bytes, make_context: Callable[[int, int, int, str | No
     ctx.client_id = decoded.client_id
     if decoded.trailing_bytes:
         ctx.log.debug("ignoring trailing request bytes", count=decoded.trailing_bytes)
-    response = await route.handle(ctx, decoded.body)
-    if response is None:
-        return None
-    return encode_response(peeked.correlation_id, response)
+    try:
+        response = await route.handle(ctx, decoded.body)
+        if response is None:
+            return None
+        return encode_response(peeked.correlation_id, response)
+    except CloseConnection:
+        raise
+    except Exception as exc:  # no handler bug may take the connection (and its other requests) down
+        # A KafkaError escaping a handler is answered with its own code; anything else is logged,
+        # counted and answered UNKNOWN_SERVER_ERROR.
+        code = error_code_for(exc, ctx)
+        if isinstance(exc, KafkaError):
+            ctx.log.info("request failed", error=code.name, reason=str(exc))
+        if peeked.api_key == ApiKey.PRODUCE and getattr(decoded.body, "acks", None) == 0:
+            raise CloseConnection("acks=0 produce failed") from exc
+        body = error_response(decoded.body, code, error_message_for(exc))
+        return encode_response(peeked.correlation_id, body)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from minikafka.coordinator.group import GroupCoordinator
 from minikafka.coordinator.producer_ids import ProducerIdManager
@@ -12,6 +12,7 @@ from minikafka.storage.manager import LogManager, TopicMeta
 
 from .cluster import ClusterView
 from .config import BrokerConfig
+from .metrics import BrokerMetrics
 from .registry import Registry
 from .waiters import AppendWaiters
 
@@ -27,6 +28,7 @@ class BrokerServices:
     groups: GroupCoordinator
     producer_ids: ProducerIdManager
     transactions: TransactionCoordinator
+    metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
 
     def auto_create_topic(self, name: str) -> TopicMeta | None:
         """Create `name` with the broker defaults if auto-creation is on; None otherwise."""

@@ -16,11 +16,16 @@ TopicPartition = tuple[str, int]
 
 def write_atomically(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        # On a full disk a torn temporary file would only hold on to space the next write needs.
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:

@@ -17,6 +17,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from .files import OS_WRITER, FileWriter, write_fully
+
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
@@ -24,8 +26,9 @@ _TIME_ENTRY = struct.Struct(">qi")
 class _AppendOnlyIndex:
     entry: struct.Struct
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, writer: FileWriter = OS_WRITER) -> None:
         self.path = path
+        self._writer = writer
         self._fd = -1
 
     def _open(self) -> int:
@@ -34,7 +37,18 @@ class _AppendOnlyIndex:
         return self._fd
 
     def _write(self, data: bytes) -> None:
-        os.write(self._open(), data)
+        """Append one entry whole or not at all: a failed write leaves the file as it was."""
+        fd = self._open()
+        before = os.fstat(fd).st_size
+        try:
+            write_fully(self._writer, fd, data)
+        except OSError:
+            os.ftruncate(fd, before)
+            raise
+
+    def _truncate_file(self, entries: int) -> None:
+        if self._fd >= 0 or self.path.exists():
+            os.ftruncate(self._open(), entries * self.entry.size)
 
     def _read_entries(self) -> list[tuple[int, int]] | None:
         """Entries of the file, or None if it is missing or not a whole number of entries."""
@@ -68,8 +82,8 @@ class _AppendOnlyIndex:
 class OffsetIndex(_AppendOnlyIndex):
     entry = _OFFSET_ENTRY
 
-    def __init__(self, path: Path, base_offset: int) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, base_offset: int, writer: FileWriter = OS_WRITER) -> None:
+        super().__init__(path, writer)
         self.base_offset = base_offset
         self.offsets: list[int] = []  # absolute offsets
         self.positions: list[int] = []
@@ -91,9 +105,15 @@ class OffsetIndex(_AppendOnlyIndex):
     def append(self, offset: int, position: int) -> None:
         if self.offsets and offset <= self.offsets[-1]:
             return
+        self._write(_OFFSET_ENTRY.pack(offset - self.base_offset, position))
         self.offsets.append(offset)
         self.positions.append(position)
-        self._write(_OFFSET_ENTRY.pack(offset - self.base_offset, position))
+
+    def truncate_entries(self, count: int) -> None:
+        """Keep the first `count` entries (undoing a failed append)."""
+        if count < len(self.offsets):
+            del self.offsets[count:], self.positions[count:]
+            self._truncate_file(count)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry at or below `offset`, or (base, 0)."""
@@ -114,8 +134,8 @@ class OffsetIndex(_AppendOnlyIndex):
 class TimeIndex(_AppendOnlyIndex):
     entry = _TIME_ENTRY
 
-    def __init__(self, path: Path, base_offset: int) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, base_offset: int, writer: FileWriter = OS_WRITER) -> None:
+        super().__init__(path, writer)
         self.base_offset = base_offset
         self.timestamps: list[int] = []
         self.offsets: list[int] = []
@@ -137,9 +157,14 @@ class TimeIndex(_AppendOnlyIndex):
         """Record (max timestamp so far, offset) when the timestamp grows, as Kafka does."""
         if self.timestamps and timestamp <= self.timestamps[-1]:
             return
+        self._write(_TIME_ENTRY.pack(timestamp, offset - self.base_offset))
         self.timestamps.append(timestamp)
         self.offsets.append(offset)
-        self._write(_TIME_ENTRY.pack(timestamp, offset - self.base_offset))
+
+    def truncate_entries(self, count: int) -> None:
+        if count < len(self.timestamps):
+            del self.timestamps[count:], self.offsets[count:]
+            self._truncate_file(count)
 
     def lookup(self, timestamp: int) -> int:
         """Offset of the last entry whose timestamp is below `timestamp` (a safe scan start)."""
@@ -169,8 +194,8 @@ class TransactionIndex(_AppendOnlyIndex):
 
     entry = _ABORTED_TXN
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, writer: FileWriter = OS_WRITER) -> None:
+        super().__init__(path, writer)
         self.aborted: list[AbortedTxn] = []
 
     def load(self) -> bool:
@@ -192,8 +217,8 @@ class TransactionIndex(_AppendOnlyIndex):
         return [_ABORTED_TXN.unpack_from(data, pos) for pos in range(0, len(data), _ABORTED_TXN.size)]
 
     def append(self, txn: AbortedTxn) -> None:
-        self.aborted.append(txn)
         self._write(_ABORTED_TXN.pack(0, txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset))
+        self.aborted.append(txn)
 
     def reset(self) -> None:
         if self.path.exists():

@@ -3,13 +3,21 @@
 Appends follow Kafka's order (UnifiedLog.append): validate everything (sizes, producer epochs and
 sequences) against copies, then assign offsets, write, and only then update producer state and the
 high watermark. Nothing awaits in between: the event loop is the partition's lock.
+
+Disk faults: a write that fails (no space, read-only, I/O error) raises KafkaStorageError after the
+append is undone everywhere (file, indexes, producer state, offsets), so nothing half-written is
+served or survives a restart. Unlike Kafka, which takes the whole log dir offline on an
+IOException until restart, the partition stays online: reads go on, and every later append tries
+the disk again, so writes resume by themselves once space is freed.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from minikafka.protocol.records import (
     BatchHeader,
@@ -24,10 +32,13 @@ from minikafka.protocol.records import (
 )
 
 from .config import LogConfig
-from .errors import InvalidTimestamp, OffsetOutOfRange, RecordTooLarge
+from .errors import InvalidTimestamp, KafkaStorageError, OffsetOutOfRange, RecordTooLarge
+from .files import OS_WRITER, FileWriter
 from .index import AbortedTxn
-from .producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
-from .segment import LOG_SUFFIX, LogSegment
+from .producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateEntry, ProducerStateManager
+from .segment import LOG_SUFFIX, LogSegment, SegmentMark
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +59,10 @@ class ReadResult:
 
 
 class PartitionLog:
-    def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig, now_ms: int) -> None:
+    def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig, now_ms: int,
+                 writer: FileWriter = OS_WRITER) -> None:
         self.dir = directory
+        self._writer = writer
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -73,18 +86,18 @@ class PartitionLog:
                        if p.name[: -len(LOG_SUFFIX)].isdigit())
         truncated = 0
         for position, base in enumerate(bases):
-            segment = LogSegment(self.dir, base, self.config.index_interval_bytes, self._now_ms)
+            segment = LogSegment(self.dir, base, self.config.index_interval_bytes, self._now_ms, self._writer)
             next_base = bases[position + 1] if position + 1 < len(bases) else None
             must_recover = not clean and (next_base is None or next_base > recovery_point)
             truncated += segment.load(recover=must_recover)
             self.segments.append(segment)
             if truncated and next_base is not None:
                 for later in bases[position + 1 :]:
-                    LogSegment(self.dir, later, self.config.index_interval_bytes, self._now_ms).delete()
+                    LogSegment(self.dir, later, self.config.index_interval_bytes, self._now_ms, self._writer).delete()
                 break
         if not self.segments:
             self.segments.append(LogSegment(self.dir, max(log_start_offset, 0), self.config.index_interval_bytes,
-                                            self._now_ms))
+                                            self._now_ms, self._writer))
         self._bases = [s.base_offset for s in self.segments]
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         stale = [segment.base_offset for segment in self.segments if segment.needs_txn_rebuild]
@@ -225,6 +238,11 @@ class PartitionLog:
 
     def _write(self, records: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int,
                updates: dict[int, ProducerAppendInfo]) -> AppendResult:
+        return self._write_marked(records, batches, now_ms, updates)[0]
+
+    def _write_marked(self, records: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int,
+                      updates: dict[int, ProducerAppendInfo]) -> tuple[AppendResult, LogSegment, SegmentMark]:
+        """Write; also return the segment written to and its mark before the write, to undo it."""
         data = bytearray(records)
         base = self.log_end_offset
         offset = base
@@ -237,11 +255,26 @@ class PartitionLog:
                 set_log_append_time(data, pos, header, append_time)
             assigned.append((pos, BatchHeader.parse_header_only(data, pos)))
             offset += header.last_offset_delta + 1
-        self._maybe_roll(len(data), assigned[0][1] if assigned else None, now_ms)
-        self.active.append(data, assigned)
+        try:
+            self._maybe_roll(len(data), assigned[0][1] if assigned else None, now_ms)
+            segment = self.active
+            mark = segment.append(data, assigned)
+        except OSError as exc:
+            raise self._storage_error(exc) from exc
         for info in updates.values():
             self.producer_state.update(info)
-        return AppendResult(base, offset - 1, append_time, self.log_start_offset)
+        return AppendResult(base, offset - 1, append_time, self.log_start_offset), segment, mark
+
+    def _on_disk(self, write: Callable[[], T]) -> T:
+        """Run a disk access; an OSError is the client's KAFKA_STORAGE_ERROR (Kafka's KafkaStorageException)."""
+        try:
+            return write()
+        except OSError as exc:
+            raise self._storage_error(exc) from exc
+
+    def _storage_error(self, exc: OSError) -> KafkaStorageError:
+        reason = exc.strerror or str(exc)
+        return KafkaStorageError(f"disk access to {self.topic}-{self.partition} failed: {reason}")
 
     def append_control(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
                        now_ms: int) -> AppendResult:
@@ -257,10 +290,25 @@ class PartitionLog:
                                      control_type=ControlType.COMMIT if commit else ControlType.ABORT,
                                      coordinator_epoch=coordinator_epoch, timestamp=now_ms, base_offset=offset)
         header = BatchHeader.parse_header_only(marker, 0)
-        result = self._write(marker, [(0, header)], now_ms, {producer_id: info})
+        previous = self.producer_state.entries.get(producer_id)
+        result, segment, mark = self._write_marked(marker, [(0, header)], now_ms, {producer_id: info})
         if completed.aborted:
-            self.active.txn_index.append(self._aborted_entry(completed))
+            try:
+                self._on_disk(lambda: self.active.txn_index.append(self._aborted_entry(completed)))
+            except KafkaStorageError:
+                # A marker without its .txnindex entry would show the aborted records to
+                # read_committed consumers after a restart: take the marker back too.
+                self._undo_append(segment, mark, producer_id, previous)
+                raise
         return result
+
+    def _undo_append(self, segment: LogSegment, mark: SegmentMark, producer_id: int,
+                     previous: ProducerStateEntry | None) -> None:
+        if previous is None:
+            self.producer_state.entries.pop(producer_id, None)
+        else:
+            self.producer_state.entries[producer_id] = previous
+        self._on_disk(lambda: segment.rewind(mark))
 
     def collect_aborted(self, start: int, end: int) -> list[AbortedTxn]:
         """Aborted transactions that may have records in [start, end), for read_committed fetches."""
@@ -292,7 +340,7 @@ class PartitionLog:
         active.seal()
         new_base = active.next_offset
         self.producer_state.take_snapshot(new_base)
-        self.segments.append(LogSegment(self.dir, new_base, self.config.index_interval_bytes, now_ms))
+        self.segments.append(LogSegment(self.dir, new_base, self.config.index_interval_bytes, now_ms, self._writer))
         self._bases.append(new_base)
 
     # --- reading -------------------------------------------------------------------------
@@ -305,6 +353,9 @@ class PartitionLog:
         """Batches from the one holding `offset`, at most `max_bytes` (a whole first batch if
         `min_one_batch`), never at or past `upper_bound`. Like Kafka, the last batch of a slice may
         be cut short; clients discard a partial trailing batch. Reads stay within one segment."""
+        return self._on_disk(lambda: self._read(offset, max_bytes, upper_bound, min_one_batch))
+
+    def _read(self, offset: int, max_bytes: int, upper_bound: int | None, min_one_batch: bool) -> ReadResult:
         end = self.log_end_offset
         if offset < self.log_start_offset or offset > end:
             raise OffsetOutOfRange(

@@ -9,11 +9,12 @@ counts and config overrides. Per partition dir: `partition.metadata` and `leader
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import shutil
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +23,8 @@ import structlog
 from .checkpoint import read_checkpoint, write_atomically, write_checkpoint
 from .clock import Clock
 from .config import LogConfig, resolve_log_config
-from .errors import InvalidPartitions, InvalidTopic, TopicAlreadyExists, UnknownTopicOrPartition
+from .errors import InvalidPartitions, InvalidTopic, KafkaStorageError, TopicAlreadyExists, UnknownTopicOrPartition
+from .files import OS_WRITER, FileWriter
 from .log import PartitionLog
 
 _log = structlog.get_logger("minikafka.storage")
@@ -63,8 +65,9 @@ class TopicMeta:
 
 class LogManager:
     def __init__(self, data_dir: Path, defaults: LogConfig, clock: Clock, node_id: int = 1,
-                 cluster_id: str | None = None) -> None:
+                 cluster_id: str | None = None, writer: FileWriter = OS_WRITER) -> None:
         self.data_dir = data_dir
+        self.writer = writer  # the seam tests use to make log writes fail as a full disk would
         self.defaults = defaults
         self.clock = clock
         self.node_id = node_id
@@ -128,24 +131,42 @@ class LogManager:
         write_atomically(self.data_dir / METADATA_FILE, json.dumps(document, indent=1).encode())
 
     def checkpoint(self) -> None:
-        """Flush logs, then record how far they are durable (recovery points) and their starts."""
-        for log in self._logs.values():
-            log.flush()
-        write_checkpoint(self.data_dir / RECOVERY_POINT_FILE,
-                         {tp: log.log_end_offset for tp, log in self._logs.items()})
-        self._write_log_starts()
+        """Flush logs, then record how far they are durable (recovery points) and their starts.
+
+        On a failing disk the old recovery points stay, so the next unclean start re-checks more."""
+        try:
+            for log in self._logs.values():
+                log.flush()
+            write_checkpoint(self.data_dir / RECOVERY_POINT_FILE,
+                             {tp: log.log_end_offset for tp, log in self._logs.items()})
+            self._write_log_starts()
+        except OSError as exc:
+            _log.error("checkpoint failed", data_dir=str(self.data_dir), error=str(exc))
 
     def _write_log_starts(self) -> None:
         write_checkpoint(self.data_dir / LOG_START_FILE, {tp: log.log_start_offset for tp, log in self._logs.items()})
 
     def close(self, clean: bool = True) -> None:
-        for log in self._logs.values():
-            log.close(clean)
-        if clean:
-            write_checkpoint(self.data_dir / RECOVERY_POINT_FILE,
-                             {tp: log.log_end_offset for tp, log in self._logs.items()})
-            self._write_log_starts()
-            write_atomically(self.data_dir / CLEAN_SHUTDOWN_FILE, b"")
+        """Close every log; the clean-shutdown marker is written only if everything reached the disk,
+        so a close on a full or failing disk makes the next start recover the logs."""
+        failed = False
+        for (topic, partition), log in self._logs.items():
+            try:
+                log.close(clean)
+            except OSError as exc:
+                failed = True
+                _log.error("closing log failed", topic=topic, partition=partition, error=str(exc))
+                for segment in log.segments:
+                    with contextlib.suppress(OSError):
+                        segment.close()
+        if clean and not failed:
+            try:
+                write_checkpoint(self.data_dir / RECOVERY_POINT_FILE,
+                                 {tp: log.log_end_offset for tp, log in self._logs.items()})
+                self._write_log_starts()
+                write_atomically(self.data_dir / CLEAN_SHUTDOWN_FILE, b"")
+            except OSError as exc:
+                _log.error("writing shutdown checkpoints failed; the next start recovers the logs", error=str(exc))
 
     # --- topics --------------------------------------------------------------------------
 
@@ -159,7 +180,7 @@ class LogManager:
     def _new_log(self, meta: TopicMeta, partition: int) -> PartitionLog:
         config = resolve_log_config(self.defaults, meta.configs)
         return PartitionLog(self._partition_dir(meta.name, partition), meta.name, partition, config,
-                            self.clock.now_ms())
+                            self.clock.now_ms(), self.writer)
 
     def _create_partition(self, meta: TopicMeta, partition: int) -> None:
         log = self._new_log(meta, partition)
@@ -182,12 +203,40 @@ class LogManager:
         if validate_only:
             return meta
         self._register(meta)
-        for partition in range(partitions):
-            self._create_partition(meta, partition)
-        self._write_metadata()
+        try:
+            for partition in range(partitions):
+                self._create_partition(meta, partition)
+            self._write_metadata()
+        except OSError as exc:
+            # All or nothing: a topic whose directories or metadata could not be written is removed.
+            self._forget_topic(meta)
+            raise KafkaStorageError(f"cannot create topic {name!r}: {exc.strerror or exc}") from exc
         return meta
 
+    def _forget_topic(self, meta: TopicMeta) -> None:
+        self._topics.pop(meta.name, None)
+        self._by_id.pop(meta.topic_id, None)
+        self._drop_partitions(meta.name, range(meta.partitions))
+
+    def _drop_partitions(self, name: str, partitions: range) -> None:
+        for partition in partitions:
+            log = self._logs.pop((name, partition), None)
+            if log is not None:
+                log.close(clean=False)
+            shutil.rmtree(self._partition_dir(name, partition), ignore_errors=True)
+
+    @contextlib.contextmanager
+    def _disk(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            raise KafkaStorageError(f"{what}: {exc.strerror or exc}") from exc
+
     def delete_topic(self, name: str) -> None:
+        with self._disk(f"cannot delete topic {name!r}"):
+            self._delete_topic(name)
+
+    def _delete_topic(self, name: str) -> None:
         meta = self._topics.pop(name, None)
         if meta is None:
             raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
@@ -208,10 +257,16 @@ class LogManager:
             raise InvalidPartitions(f"topic {name} has {meta.partitions} partitions; {total} is not more")
         if validate_only:
             return
-        for partition in range(meta.partitions, total):
-            self._create_partition(meta, partition)
-        meta.partitions = total
-        self._write_metadata()
+        old = meta.partitions
+        try:
+            for partition in range(old, total):
+                self._create_partition(meta, partition)
+            meta.partitions = total
+            self._write_metadata()
+        except OSError as exc:
+            meta.partitions = old
+            self._drop_partitions(name, range(old, total))
+            raise KafkaStorageError(f"cannot add partitions to {name!r}: {exc.strerror or exc}") from exc
 
     def alter_topic_configs(self, name: str, set_: Mapping[str, str], delete: Iterable[str], *,
                             validate_only: bool = False) -> None:
@@ -225,8 +280,13 @@ class LogManager:
         config = resolve_log_config(self.defaults, configs)
         if validate_only:
             return
-        meta.configs = configs
-        self._write_metadata()
+        previous, meta.configs = meta.configs, configs
+        try:
+            with self._disk(f"cannot alter the configs of {name!r}"):
+                self._write_metadata()
+        except KafkaStorageError:
+            meta.configs = previous
+            raise
         for partition in range(meta.partitions):
             self._logs[(name, partition)].update_config(config)
 
@@ -270,5 +330,6 @@ class LogManager:
         if log is None:
             raise UnknownTopicOrPartition(f"{topic}-{partition} does not exist")
         low = log.delete_records_before(offset)
-        self._write_log_starts()
+        with self._disk(f"cannot record the new start of {topic}-{partition}"):
+            self._write_log_starts()
         return low

@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from minikafka.protocol.errors import CorruptRecord
 from minikafka.protocol.records import HEADER_SIZE, BatchHeader, decode_batch, is_crc_valid
 
+from .files import OS_WRITER, FileWriter, write_fully
 from .index import OffsetIndex, TimeIndex, TransactionIndex
 
 LOG_SUFFIX = ".log"
@@ -26,16 +28,31 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
+class SegmentMark(NamedTuple):
+    """What a segment looked like before an append, to put it back if the append fails."""
+
+    size: int
+    next_offset: int
+    max_timestamp: int
+    max_timestamp_offset: int
+    rolling_timestamp: int | None
+    bytes_since_index: int
+    offset_entries: int
+    time_entries: int
+
+
 class LogSegment:
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, created_ms: int) -> None:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, created_ms: int,
+                 writer: FileWriter = OS_WRITER) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
+        self._writer = writer
         stem = directory / segment_name(base_offset)
         self.log_path = stem.with_suffix(LOG_SUFFIX)
-        self.offset_index = OffsetIndex(stem.with_suffix(INDEX_SUFFIX), base_offset)
-        self.time_index = TimeIndex(stem.with_suffix(TIME_INDEX_SUFFIX), base_offset)
-        self.txn_index = TransactionIndex(stem.with_suffix(TXN_INDEX_SUFFIX))
+        self.offset_index = OffsetIndex(stem.with_suffix(INDEX_SUFFIX), base_offset, writer)
+        self.time_index = TimeIndex(stem.with_suffix(TIME_INDEX_SUFFIX), base_offset, writer)
+        self.txn_index = TransactionIndex(stem.with_suffix(TXN_INDEX_SUFFIX), writer)
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self._fd).st_size
         self.next_offset = base_offset
@@ -46,6 +63,9 @@ class LogSegment:
         self._bytes_since_index = 0
         # Set when the aborted-transaction index must be rebuilt by replaying producer state.
         self.needs_txn_rebuild = False
+        # Set when undoing a failed append could not truncate the file: O_APPEND would write after
+        # the torn tail, so the next append truncates first.
+        self._torn_tail = False
 
     # --- opening and recovery ------------------------------------------------------------
 
@@ -100,18 +120,50 @@ class LogSegment:
 
     # --- writing -------------------------------------------------------------------------
 
-    def append(self, data: bytes | bytearray, batches: list[tuple[int, BatchHeader]]) -> None:
-        """Append whole batches whose offsets are already assigned; index them as Kafka does."""
-        start = self.size
-        view = memoryview(data)
-        written = 0
-        while written < len(data):
-            written += os.write(self._fd, view[written:])
-        for pos, header in batches:
-            self._index(header, start + pos)
-        self.size = start + len(data)
+    def append(self, data: bytes | bytearray, batches: list[tuple[int, BatchHeader]]) -> SegmentMark:
+        """Append whole batches whose offsets are already assigned; index them as Kafka does.
+
+        All or nothing: if any write fails (disk full, read-only, I/O error) the file, its indexes
+        and the in-memory view are put back as they were and the OSError propagates. Returns the
+        mark before the append, for a caller that must undo it later.
+        """
+        mark = self.mark()
+        try:
+            if self._torn_tail:
+                os.ftruncate(self._fd, self.size)
+                self._torn_tail = False
+            write_fully(self._writer, self._fd, data)
+            for pos, header in batches:
+                self._index(header, mark.size + pos)
+        except OSError:
+            self.rewind(mark)
+            raise
+        self.size = mark.size + len(data)
         if self.rolling_timestamp is None and batches and batches[0][1].max_timestamp >= 0:
             self.rolling_timestamp = batches[0][1].max_timestamp
+        return mark
+
+    def mark(self) -> SegmentMark:
+        return SegmentMark(self.size, self.next_offset, self.max_timestamp, self.max_timestamp_offset,
+                           self.rolling_timestamp, self._bytes_since_index, len(self.offset_index.offsets),
+                           len(self.time_index.timestamps))
+
+    def rewind(self, mark: SegmentMark) -> None:
+        """Undo everything appended since `mark`: a torn batch must never be served or recovered.
+
+        The in-memory view goes back first, so nothing past the mark is served even if truncating
+        the files fails too; the next append retries the truncation.
+        """
+        self.size = mark.size
+        self.next_offset = mark.next_offset
+        self.max_timestamp, self.max_timestamp_offset = mark.max_timestamp, mark.max_timestamp_offset
+        self.rolling_timestamp = mark.rolling_timestamp
+        self._bytes_since_index = mark.bytes_since_index
+        self._torn_tail = True
+        self.offset_index.truncate_entries(mark.offset_entries)
+        self.time_index.truncate_entries(mark.time_entries)
+        os.ftruncate(self._fd, mark.size)
+        self._torn_tail = False
 
     def _track(self, header: BatchHeader) -> None:
         self.next_offset = header.next_offset

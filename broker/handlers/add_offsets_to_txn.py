@@ -13,7 +13,8 @@ from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 from ..context import RequestContext
-from .common import fenced_code_for, response_of
+from ..errors import error_code_for
+from .common import response_of
 
 API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
 VERSIONS = VersionRange(0, 3)
@@ -26,5 +27,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         ctx.services.transactions.add_offsets(request.transactional_id, request.producer_id, request.producer_epoch,
                                               request.group_id, ctx.services.groups.topic.num_partitions)
     except KafkaError as exc:
-        code = fenced_code_for(ctx, exc.error_code, 2)
+        code = error_code_for(exc, ctx)
     return build(response_of(request), throttle_time=0, error_code=code)

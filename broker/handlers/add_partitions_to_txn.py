@@ -15,7 +15,8 @@ from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 from ..context import RequestContext
-from .common import fenced_code_for, response_of
+from ..errors import error_code_for
+from .common import response_of
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
 VERSIONS = VersionRange(0, 3)
@@ -34,7 +35,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                                      request.v3_and_below_producer_id,
                                                      request.v3_and_below_producer_epoch, wanted)
         except KafkaError as exc:
-            codes = dict.fromkeys(wanted, fenced_code_for(ctx, exc.error_code, 2))
+            codes = dict.fromkeys(wanted, error_code_for(exc, ctx))
     results = [
         {"name": topic.name, "results_by_partition": [
             {"partition_index": p, "partition_error_code": codes.get((topic.name, p), ErrorCode.none)}

@@ -4,6 +4,8 @@ Behavior:
 - Raises a topic's partition count to `count`; a count not above the current one is
   INVALID_PARTITIONS, an unknown topic UNKNOWN_TOPIC_OR_PARTITION. Assignments, when given, must
   list one entry per new partition. validate_only changes nothing.
+- More than max.partitions.per.request new partitions in one request is POLICY_VIOLATION for every
+  topic of it (Kafka's controller bounds the records of one operation at 10,000).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.errors import InvalidPartitions, UnknownTopicOrPartition
 
 from ..context import RequestContext
-from .common import error_fields, response_of
+from ..errors import error_fields
+from .common import response_of
 
 API_KEY = ApiKey.CREATE_PARTITIONS
 VERSIONS = VersionRange(0, 3)
@@ -35,17 +38,33 @@ def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
         ctx.log.info("created partitions", topic=topic.name, count=topic.count)
 
 
+def _new_partitions(ctx: RequestContext, topics: Any) -> int:
+    total = 0
+    for topic in topics:
+        meta = ctx.services.logs.topic(topic.name)
+        if meta is not None and topic.count > meta.partitions:
+            total += topic.count - meta.partitions
+    return total
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     seen: set[str] = set()
+    # As CreateTopics: bounded before any partition is made; Kafka's controller fails the whole request.
+    cap = ctx.services.config.max_partitions_per_request
+    requested = _new_partitions(ctx, request.topics)
+    too_many = KafkaError(f"Unable to perform excessively large batch operation: {requested} new partitions, "
+                          f"limit {cap} (max.partitions.per.request).", code=ErrorCode.policy_violation)
     for topic in request.topics:
         entry: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none, "error_message": None}
         try:
+            if requested > cap:
+                raise too_many
             if topic.name in seen:
                 raise KafkaError("topic listed twice", code=ErrorCode.invalid_request)
             seen.add(topic.name)
             _grow(ctx, topic, request.validate_only)
-        except KafkaError as exc:
-            entry.update(error_fields(exc))
+        except Exception as exc:
+            entry.update(error_fields(ctx, exc, topic=topic.name))
         results.append(entry)
     return build(response_of(request), throttle_time=0, results=results)

@@ -6,6 +6,8 @@ Behavior:
 - A replication factor above the number of nodes is INVALID_REPLICATION_FACTOR; an existing topic
   TOPIC_ALREADY_EXISTS; an illegal name INVALID_TOPIC_EXCEPTION; a bad config INVALID_CONFIG.
 - validate_only checks everything and creates nothing.
+- More than max.partitions.per.request partitions in one request (10,000, Kafka's
+  MAX_PARTITIONS_PER_BATCH) is POLICY_VIOLATION for every topic of it, checked before anything is made.
 - v5+ responses carry the topic's id, partition count, replication factor and configs.
 """
 
@@ -20,7 +22,8 @@ from minikafka.storage.errors import InvalidReplicationFactor
 
 from ..config_view import topic_config_entries
 from ..context import RequestContext
-from .common import error_fields, response_of
+from ..errors import error_fields
+from .common import response_of
 
 API_KEY = ApiKey.CREATE_TOPICS
 VERSIONS = VersionRange(2, 7)
@@ -55,13 +58,34 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, A
     }
 
 
+def _requested_partitions(ctx: RequestContext, topics: Any) -> int:
+    """Partitions the request would create, counted as Kafka's validateTotalNumberOfPartitions does."""
+    total = 0
+    for topic in topics:
+        if topic.assignments:
+            total += len(topic.assignments)
+        elif topic.num_partitions == -1:
+            total += ctx.services.config.num_partitions
+        elif topic.num_partitions > 0:
+            total += topic.num_partitions
+    return total
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
+    # Checked before anything is created or allocated per partition: one request asking for 2**31-1
+    # partitions must not take the machine's memory and disk. Kafka fails the whole request.
+    cap = ctx.services.config.max_partitions_per_request
+    requested = _requested_partitions(ctx, request.topics)
+    too_many = KafkaError(f"Excessively large number of partitions per request: {requested} requested, "
+                          f"limit {cap} (max.partitions.per.request).", code=ErrorCode.policy_violation)
     for topic in request.topics:
         entry: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none, "error_message": None}
         try:
+            if requested > cap:
+                raise too_many
             entry.update(_create(ctx, topic, request.validate_only))
-        except KafkaError as exc:
-            entry.update(error_fields(exc))
+        except Exception as exc:
+            entry.update(error_fields(ctx, exc, topic=topic.name))
         results.append(entry)
     return build(response_of(request), throttle_time=0, topics=results)

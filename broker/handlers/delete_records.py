@@ -11,9 +11,10 @@ from typing import Any
 
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
-from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.errors import ErrorCode
 
 from ..context import RequestContext
+from ..errors import error_code_for
 from .common import partition_log, response_of
 
 API_KEY = ApiKey.DELETE_RECORDS
@@ -35,8 +36,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 entry["low_watermark"] = ctx.services.logs.delete_records(topic.name, part.partition_index, offset)
                 ctx.log.info("deleted records", topic=topic.name, partition=part.partition_index,
                              low_watermark=entry["low_watermark"])
-            except KafkaError as exc:
-                entry["error_code"] = exc.error_code
+            except Exception as exc:
+                entry["error_code"] = error_code_for(exc, ctx, topic=topic.name, partition=part.partition_index)
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
     return build(response_of(request), throttle_time=0, topics=topics)

@@ -17,7 +17,8 @@ from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.errors import InvalidTopic, UnknownTopicOrPartition
 
 from ..context import RequestContext
-from .common import error_fields, response_of
+from ..errors import error_fields
+from .common import response_of
 
 API_KEY = ApiKey.DELETE_TOPICS
 VERSIONS = VersionRange(1, 6)
@@ -51,7 +52,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         entry: dict[str, Any] = {"name": name, "topic_id": topic_id or ZERO_UUID, "error_code": ErrorCode.none}
         try:
             entry.update(_delete(ctx, name, topic_id))
-        except KafkaError as exc:
-            entry.update(error_fields(exc))
+        except Exception as exc:
+            entry.update(error_fields(ctx, exc, topic=name))
         results.append(entry)
     return build(response_of(request), throttle_time=0, responses=results)

@@ -19,7 +19,8 @@ from minikafka.storage.errors import UnknownTopicOrPartition
 
 from ..config_view import broker_config_entries, topic_config_entries
 from ..context import RequestContext
-from .common import error_fields, response_of
+from ..errors import error_fields
+from .common import response_of
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = VersionRange(1, 4)
@@ -49,7 +50,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                  "error_code": ErrorCode.none, "error_message": None, "configs": []}
         try:
             entry["configs"] = _describe(ctx, resource, request.include_synonyms)
-        except KafkaError as exc:
-            entry.update(error_fields(exc))
+        except Exception as exc:
+            entry.update(error_fields(ctx, exc))
         results.append(entry)
     return build(response_of(request), throttle_time=0, results=results)

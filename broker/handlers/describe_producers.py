@@ -15,7 +15,8 @@ from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 from ..context import RequestContext
-from .common import error_fields, partition_log, response_of
+from ..errors import error_fields
+from .common import partition_log, response_of
 
 API_KEY = ApiKey.DESCRIBE_PRODUCERS
 VERSIONS = VersionRange(0, 0)
@@ -46,8 +47,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             entry: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.none, "error_message": None}
             try:
                 entry["active_producers"] = _producers(ctx, topic.name, index)
-            except KafkaError as exc:
-                entry.update(error_fields(exc))
+            except Exception as exc:
+                entry.update(error_fields(ctx, exc, topic=topic.name, partition=index))
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
     return build(response_of(request), throttle_time=0, topics=topics)

@@ -11,9 +11,10 @@ from typing import Any
 
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
-from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.errors import ErrorCode
 
 from ..context import RequestContext
+from ..errors import error_code_for
 from .common import response_of
 
 API_KEY = ApiKey.DESCRIBE_TRANSACTIONS
@@ -43,7 +44,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                  "producer_epoch": -1}
         try:
             entry.update(_describe(ctx, transactional_id))
-        except KafkaError as exc:
-            entry["error_code"] = exc.error_code
+        except Exception as exc:
+            entry["error_code"] = error_code_for(exc, ctx, transactional_id=transactional_id)
         states.append(entry)
     return build(response_of(request), throttle_time=0, transaction_states=states)

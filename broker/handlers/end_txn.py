@@ -16,7 +16,8 @@ from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 from ..context import RequestContext
-from .common import fenced_code_for, response_of
+from ..errors import error_code_for
+from .common import response_of
 
 API_KEY = ApiKey.END_TXN
 VERSIONS = VersionRange(0, 3)
@@ -28,6 +29,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         ctx.services.transactions.end_transaction(request.transactional_id, request.producer_id,
                                                   request.producer_epoch, bool(request.committed))
     except KafkaError as exc:
-        code = fenced_code_for(ctx, exc.error_code, 2)
+        code = error_code_for(exc, ctx)
         ctx.log.info("end transaction refused", transactional_id=request.transactional_id, error=code.name)
     return build(response_of(request), throttle_time=0, error_code=code)

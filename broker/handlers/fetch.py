@@ -13,6 +13,9 @@ Behavior:
 - Fetch sessions: none are created (session id 0, KIP-227 "sessionless"), so clients send full
   fetches; an incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND.
 - OFFSET_OUT_OF_RANGE when fetch_offset is below the log start or above the log end.
+- max_bytes is capped at fetch.max.bytes (55 MiB, as Kafka). A negative max_bytes or
+  partition_max_bytes is INVALID_REQUEST for the partitions concerned (Kafka's LogSegment.read throws
+  IllegalArgumentException there, which clients see as UNKNOWN_SERVER_ERROR).
 Version notes: v13+ address topics by id only; not advertised yet.
 """
 
@@ -25,6 +28,7 @@ from minikafka.protocol.build import build, ms
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 from ..context import RequestContext
+from ..errors import error_code_for
 from .common import partition_log, response_of
 
 API_KEY = ApiKey.FETCH
@@ -35,7 +39,8 @@ READ_COMMITTED = 1
 
 def _read_all(ctx: RequestContext, request: Any) -> tuple[list[dict[str, Any]], int, bool]:
     """One pass over the requested partitions: (topic entries, bytes gathered, any error)."""
-    budget = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
+    # Kafka's min(max_bytes, fetch.max.bytes): a client asking for 2 GiB gets at most that much.
+    budget = min(request.max_bytes, ctx.services.config.fetch_max_bytes)
     gathered = 0
     errored = False
     committed = request.isolation_level == READ_COMMITTED
@@ -47,6 +52,9 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[list[dict[str, Any]], 
                                      "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
                                      "aborted_transactions": None}
             try:
+                if part.partition_max_bytes < 0 or budget < 0:
+                    raise KafkaError(f"negative max_bytes ({request.max_bytes}) or partition_max_bytes "
+                                     f"({part.partition_max_bytes})", code=ErrorCode.invalid_request)
                 log = partition_log(ctx, topic.topic, part.partition)
                 limit = min(part.partition_max_bytes, budget - gathered)
                 last_stable = log.last_stable_offset
@@ -64,9 +72,9 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[list[dict[str, Any]], 
                     entry["aborted_transactions"] = [
                         {"producer_id": t.producer_id, "first_offset": t.first_offset}
                         for t in log.collect_aborted(part.fetch_offset, upper)]
-            except KafkaError as exc:
+            except Exception as exc:
                 errored = True
-                entry["error_code"] = exc.error_code
+                entry["error_code"] = error_code_for(exc, ctx, topic=topic.topic, partition=part.partition)
             partitions.append(entry)
         topics.append({"topic": topic.topic, "partitions": partitions})
     return topics, gathered, errored

@@ -17,7 +17,8 @@ from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.errors import InvalidConfig, UnknownTopicOrPartition
 
 from ..context import RequestContext
-from .common import error_fields, response_of
+from ..errors import error_fields
+from .common import response_of
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 VERSIONS = VersionRange(0, 1)
@@ -67,7 +68,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if resource.resource_type != TOPIC:
                 raise KafkaError("only topic configs can be altered", code=ErrorCode.invalid_request)
             _alter_topic(ctx, resource, request.validate_only)
-        except KafkaError as exc:
-            entry.update(error_fields(exc))
+        except Exception as exc:
+            entry.update(error_fields(ctx, exc))
         results.append(entry)
     return build(response_of(request), throttle_time=0, responses=results)

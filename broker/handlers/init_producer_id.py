@@ -20,7 +20,8 @@ from minikafka.protocol.build import build, ms
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 from ..context import RequestContext
-from .common import fenced_code_for, response_of
+from ..errors import error_code_for
+from .common import response_of
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
 VERSIONS = VersionRange(0, 5)
@@ -40,7 +41,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             producer_id, epoch = ctx.services.transactions.init_producer_id(
                 request.transactional_id, ms(request.transaction_timeout), given_id, given_epoch)
         except KafkaError as exc:
-            return build(response, error_code=fenced_code_for(ctx, exc.error_code, 4), producer_id=-1,
+            return build(response, error_code=error_code_for(exc, ctx), producer_id=-1,
                          producer_epoch=-1)
         ctx.log.info("transactional producer initialised", transactional_id=request.transactional_id,
                      producer_id=producer_id, producer_epoch=epoch)

@@ -18,6 +18,7 @@ from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 from ..context import RequestContext
+from ..errors import error_code_for
 from .common import partition_log, response_of
 
 API_KEY = ApiKey.LIST_OFFSETS
@@ -59,8 +60,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     raise KafkaError("partition listed twice", code=ErrorCode.invalid_request)
                 seen.add(part.partition_index)
                 entry.update(_lookup(ctx, topic.name, part.partition_index, part.timestamp, committed))
-            except KafkaError as exc:
-                entry.update(error_code=exc.error_code, offset=-1, timestamp=-1, leader_epoch=-1)
+            except Exception as exc:
+                code = error_code_for(exc, ctx, topic=topic.name, partition=part.partition_index)
+                entry.update(error_code=code, offset=-1, timestamp=-1, leader_epoch=-1)
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
     return build(response_of(request), throttle_time=0, topics=topics)

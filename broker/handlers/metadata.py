@@ -5,6 +5,8 @@ Behavior:
 - Topics: all (null list, or an empty list at v0) or the ones named (by name, or by topic id at
   v10+). An unknown topic is created when the request allows it and auto.create.topics.enable is
   on (Kafka's default), else UNKNOWN_TOPIC_OR_PARTITION; an illegal name is INVALID_TOPIC_EXCEPTION.
+  A request whose unknown topics would need more than max.partitions.per.request partitions creates
+  none of them and answers each with POLICY_VIOLATION (Kafka's controller refuses that batch).
 - Single replica: leader = the node the cluster view names, replicas = isr = [leader], epoch 0.
 Version notes: v13 only adds a top-level error code; not advertised yet.
 """
@@ -16,10 +18,11 @@ from typing import Any
 
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import ZERO_UUID, build
-from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.errors import ErrorCode
 from minikafka.storage.manager import TopicMeta
 
 from ..context import RequestContext
+from ..errors import error_code_for
 from .common import response_of
 
 API_KEY = ApiKey.METADATA
@@ -61,13 +64,29 @@ def _lookup(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None, a
     if meta is None and allow_create:
         try:
             meta = ctx.services.auto_create_topic(name)
-        except KafkaError as exc:
-            return {"error_code": exc.error_code, "name": name, "topic_id": ZERO_UUID}
+        except Exception as exc:
+            return {"error_code": error_code_for(exc, ctx, topic=name), "name": name, "topic_id": ZERO_UUID}
         if meta is not None:
             ctx.log.info("auto-created topic", topic=name, partitions=meta.partitions)
     if meta is None:
         return {"error_code": ErrorCode.unknown_topic_or_partition, "name": name, "topic_id": ZERO_UUID}
     return _topic_entry(ctx, meta)
+
+
+def _auto_creation_too_large(ctx: RequestContext, requested: Any) -> bool:
+    """Would this request auto-create more partitions than one CreateTopics request may?"""
+    services = ctx.services
+    if not services.config.auto_create_topics:
+        return False
+    missing = {t.name for t in requested if t.name is not None and services.logs.topic(t.name) is None}
+    return len(missing) * services.config.num_partitions > services.config.max_partitions_per_request
+
+
+def _too_large_or_lookup(ctx: RequestContext, topic: Any) -> dict[str, Any]:
+    """Known topics answered as usual; none created, the missing ones refused as one too-large batch."""
+    if topic.name is not None and ctx.services.logs.topic(topic.name) is None:
+        return {"error_code": ErrorCode.policy_violation, "name": topic.name, "topic_id": ZERO_UUID}
+    return _lookup(ctx, topic.name, getattr(topic, "topic_id", None), allow_create=False)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -77,9 +96,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         topics = [_topic_entry(ctx, meta) for meta in services.logs.topics()]
     else:
         allow_create = getattr(request, "allow_auto_topic_creation", True)
-        topics = [
-            _lookup(ctx, topic.name, getattr(topic, "topic_id", None), allow_create) for topic in requested
-        ]
+        if allow_create and _auto_creation_too_large(ctx, requested):
+            topics = [_too_large_or_lookup(ctx, topic) for topic in requested]
+        else:
+            topics = [
+                _lookup(ctx, topic.name, getattr(topic, "topic_id", None), allow_create) for topic in requested
+            ]
     cluster = services.cluster
     return build(
         response_of(request),

@@ -15,6 +15,7 @@ from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 from ..context import RequestContext
+from ..errors import error_code_for
 from .common import partition_log, response_of
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
@@ -41,8 +42,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             entry: dict[str, Any] = {"partition": part.partition, "error_code": ErrorCode.none}
             try:
                 entry.update(_end_offset(ctx, topic.topic, part))
-            except KafkaError as exc:
-                entry.update(error_code=exc.error_code, leader_epoch=-1, end_offset=-1)
+            except Exception as exc:
+                entry.update(error_code=error_code_for(exc, ctx, topic=topic.topic, partition=part.partition),
+                             leader_epoch=-1, end_offset=-1)
             partitions.append(entry)
         topics.append({"topic": topic.topic, "partitions": partitions})
     return build(response_of(request), throttle_time=0, topics=topics)

@@ -31,7 +31,8 @@ from minikafka.storage.errors import InvalidTopic
 
 from ..context import RequestContext
 from ..dispatch import CloseConnection
-from .common import error_fields, partition_log, response_of
+from ..errors import error_fields
+from .common import partition_log, response_of
 
 API_KEY = ApiKey.PRODUCE
 VERSIONS = VersionRange(3, 11)
@@ -90,9 +91,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 services.waiters.notify((topic.name, part.index))
                 result.update(base_offset=appended.base_offset, log_append_time=appended.log_append_time,
                               log_start_offset=appended.log_start_offset)
-            except KafkaError as exc:
+            except Exception as exc:
                 failed = True
-                result.update(error_fields(exc))
+                result.update(error_fields(ctx, exc, topic=topic.name, partition=part.index))
                 ctx.log.info("produce rejected", topic=topic.name, partition=part.index,
                              error=result["error_code"].name, reason=str(exc))
             results.append(result)

@@ -19,6 +19,7 @@ from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 from ..context import RequestContext
+from ..errors import error_code_for, translate
 from .common import response_of
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
@@ -45,8 +46,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             generation_id=getattr(request, "generation_id", -1), member_id=getattr(request, "member_id", ""),
             group_instance_id=getattr(request, "group_instance_id", None))
     except KafkaError as exc:
-        code = exc.error_code
+        code = error_code_for(exc, ctx)
     topics = [{"name": t.name, "partitions": [
-        {"partition_index": p.partition_index, "error_code": results.get((t.name, p.partition_index), code)}
+        {"partition_index": p.partition_index,
+         "error_code": translate(ctx, results.get((t.name, p.partition_index), code))}
         for p in t.partitions]} for t in request.topics]
     return build(response_of(request), throttle_time=0, topics=topics)

@@ -16,9 +16,10 @@ from typing import Any
 
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
-from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.errors import ErrorCode
 
 from ..context import RequestContext
+from ..errors import error_code_for
 from .common import partition_log, response_of
 
 API_KEY = ApiKey.WRITE_TXN_MARKERS
@@ -51,8 +52,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 code = ErrorCode.none
                 try:
                     _write(ctx, marker, topic.name, index)
-                except KafkaError as exc:
-                    code = exc.error_code
+                except Exception as exc:
+                    code = error_code_for(exc, ctx, topic=topic.name, partition=index)
                     ctx.log.info("marker rejected", topic=topic.name, partition=index, error=code.name)
                 partitions.append({"partition_index": index, "error_code": code})
             topics.append({"name": topic.name, "partitions": partitions})

@@ -1,0 +1,16 @@
+"""Counters a future inspector or Prometheus endpoint shows; plain in-process counts for now."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class BrokerMetrics:
+    # Requests (or partitions of one) answered UNKNOWN_SERVER_ERROR because a handler raised
+    # something unexpected, keyed by API name as the logs show it (e.g. "PRODUCE").
+    unexpected_errors: Counter[str] = field(default_factory=Counter)
+
+    def count_unexpected(self, api: str) -> None:
+        self.unexpected_errors[api] += 1
