@@ -14,12 +14,12 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 # `make pipeline PIPELINE_ARGS="--events 200000 --mode driver"`; --bootstrap H:P uses a running broker.
 PIPELINE_ARGS ?=
-MYPY_PACKAGES := protocol storage coordinator broker pipeline
+MYPY_PACKAGES := protocol storage coordinator broker pipeline testing
 # mypy resolves `minikafka.*` imports only under the installed names: the editable install maps them
 # with an import hook mypy cannot follow, so lint checks a tree of symlinks named like the package.
 MYPY_TREE := .mypy-src
 
-.PHONY: venv run test unit e2e lint bench js clean pipeline test-spark
+.PHONY: venv run test unit e2e lint bench load js install-check soak fuzz fuzz-corpus clean pipeline test-spark
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -58,6 +58,38 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench.py $(BENCH_ARGS)
+	$(BIN)/python bench/startup.py
+
+# Hostile load (figures printed, never asserted): many connections, a client that never reads,
+# connections dropped mid-request.
+LOAD_ARGS ?=
+load: $(STAMP)
+	$(BIN)/python bench/load.py $(LOAD_ARGS)
+
+# Crash soak (not in CI; about 8 s a cycle): real clients write, the broker is killed with -9 and
+# restarted each cycle, every acknowledged record and transaction is checked. `make test` runs 2 cycles.
+CYCLES ?= 200
+SEED ?= 1
+SOAK_ARGS ?=
+soak: $(STAMP)
+	$(BIN)/python -m tests.soak.harness --cycles $(CYCLES) --seed $(SEED) $(SOAK_ARGS)
+
+# Fuzz a broker subprocess with mutated client frames (not in CI; `make test` runs 4,000 frames); prints
+# frames/s, crashes, unanswered health checks, max RSS and whether acked data survived. Replay files of
+# the last frames before a crash land in fuzz-replays/. `make fuzz-corpus` re-records the corpus.
+FRAMES ?= 1000000
+FUZZ_ARGS ?=
+fuzz: $(STAMP)
+	$(BIN)/python -m tests.fuzz.harness run --frames $(FRAMES) --seed $(SEED) $(FUZZ_ARGS)
+
+fuzz-corpus: $(STAMP) $(JS_STAMP)
+	$(BIN)/python -m tests.fuzz.recorder
+
+# Builds the wheel and the sdist, installs each into a fresh venv outside the checkout and runs a
+# confluent-kafka round trip against its `minikafka serve`. Needs no .venv: `build` comes from .venv when
+# it has it, otherwise from PyPI into a throwaway venv.
+install-check:
+	PYTHON=$(PYTHON) BUILD_PYTHON=$(abspath $(BIN))/python bash tests/install/check_install.sh
 
 # Spark (needs Java 17): the example pipeline starts its own broker on a free port with a temp data dir.
 pipeline: $(STAMP)
@@ -68,6 +100,6 @@ test-spark: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(JS_DIR)/node_modules data .pytest_cache .hypothesis .mypy_cache .mypy-src .ruff_cache \
-		.import_linter_cache bench/results
+		.import_linter_cache bench/results fuzz-replays
 	rm -rf *.egg-info
 	find . -path ./.git -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,6 +1,6 @@
 """Package list for setuptools, computed from the folders; all other metadata lives in pyproject.toml.
 
-The design card keeps the five layers as top-level folders (`broker/`, ...) installed as `minikafka.broker`
+The design card keeps the layers as top-level folders (`broker/`, ...) installed as `minikafka.broker`
 and so on. pyproject.toml cannot express "every package under these folders, renamed": `packages.find`
 would name them `broker.handlers` instead of `minikafka.broker.handlers`, and a hand-written list drifts
 (it once lacked `minikafka.coordinator.group`, so the wheel could not start). Here every folder with an
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from setuptools import find_packages, setup
 
-LAYERS = ("protocol", "storage", "coordinator", "broker", "pipeline")
+LAYERS = ("protocol", "storage", "coordinator", "broker", "pipeline", "testing")
 
 # Mapping only the layer roots is enough: setuptools resolves `minikafka.coordinator.group` to
-# `coordinator/group` through its parent's entry, and the editable install maps exactly these five.
+# `coordinator/group` through its parent's entry, and the editable install maps exactly these.
 PACKAGE_DIR = {f"minikafka.{layer}": layer for layer in LAYERS}
 PACKAGES = [
     f"minikafka.{package}"

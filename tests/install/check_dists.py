@@ -2,7 +2,7 @@
 
     python tests/install/check_dists.py SOURCE_DIR WHEEL SDIST
 
-The wheel must hold exactly the modules of the five layer folders, renamed to `minikafka.<layer>` (a
+The wheel must hold exactly the modules of the layer folders, renamed to `minikafka.<layer>` (a
 folder missing from the package list is how the wheel once shipped without `minikafka.coordinator.group`),
 and nothing else of the checkout (tests/, bench/, ...). The sdist must hold what rebuilding the wheel
 needs; check_install.sh then proves it by installing the sdist. Standard library only: this runs before
@@ -18,7 +18,7 @@ import zipfile
 from email.parser import HeaderParser
 from pathlib import Path, PurePosixPath
 
-LAYERS = ("protocol", "storage", "coordinator", "broker", "pipeline")
+LAYERS = ("protocol", "storage", "coordinator", "broker", "pipeline", "testing")
 # Beyond the packages, what `setup.py sdist` output must carry to build the wheel again.
 SDIST_BUILD_INPUTS = ("pyproject.toml", "setup.py", "README.md", "PKG-INFO")
 LICENSE_EXPRESSION = "Apache-2.0"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make install-check`: build the wheel and the sdist as a user would, install EACH into a fresh venv
-# outside the checkout, and run a real-client round trip against the installed `minikafka serve`.
+# outside the checkout, and run a real-client round trip against the installed `minikafka serve`; in the
+# wheel's venv, also run the user project tests/sample_project with `pytest -n 2` (the plugin from the wheel).
 #
 #   tests/install/check_install.sh [SOURCE_DIR]      (default: this checkout)
 #
@@ -81,12 +82,25 @@ for kind in wheel sdist; do
   artifact=$wheel
   [[ $kind == sdist ]] && artifact=$sdist
   venv="$work/venv-$kind"
-  step "installing the $kind $(basename "$artifact") and confluent-kafka into a fresh venv"
+  step "installing the $kind $(basename "$artifact") and confluent-kafka (+ pytest, xdist: wheel) into a fresh venv"
   quiet "$python" -m venv "$venv"
-  pip_install "$venv" "$artifact" 'confluent-kafka>=2.3'
+  if [[ $kind == wheel ]]; then
+    # The sample project's test dependencies (minikafka, pytest, pytest-xdist, confluent-kafka) in the same
+    # pip run: the wheel given by path is what satisfies its `minikafka`.
+    pip_install "$venv" "$artifact" -r "$work/src/tests/sample_project/requirements-test.txt"
+  else
+    pip_install "$venv" "$artifact" 'confluent-kafka>=2.3'
+  fi
   mkdir "$work/run-$kind"
   step "round trip against the broker installed from the $kind"
   "$venv/bin/python" -I "$here/roundtrip.py" --minikafka "$venv/bin/minikafka" --work-dir "$work/run-$kind"
+  if [[ $kind == wheel ]]; then
+    # A user's project, outside the checkout: the pytest plugin must come from the installed wheel alone.
+    step "pytest -n 2 in a copy of tests/sample_project, with the plugin from the wheel"
+    cp -R "$work/src/tests/sample_project" "$work/sample-project"
+    (cd "$work/sample-project" && quiet "$venv/bin/pytest" -n 2 -p no:cacheprovider -q)
+  fi
 done
 
-step "passed: the wheel and the sdist install, serve, and pass the confluent-kafka round trip"
+step "passed: the wheel and the sdist install, serve, and pass the confluent-kafka round trip; the sample" \
+  "project's tests pass with the plugin from the wheel under pytest -n 2"

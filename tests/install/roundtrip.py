@@ -32,8 +32,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 READY_DEADLINE_S = 30.0
 STOP_DEADLINE_S = 20.0
 CLIENT_TIMEOUT_S = 30.0
-# Modules of the `spark` extra's packages: minikafka.pipeline needs them, the base install does not.
-OPTIONAL_IMPORTS = {"pyspark", "pyarrow", "py4j"}
+# Modules of the `spark` extra's packages: minikafka.pipeline needs them, the base install does not. pytest:
+# minikafka.testing.plugin is loaded by pytest itself (its pytest11 entry point), so pytest is there then.
+OPTIONAL_IMPORTS = {"pyspark", "pyarrow", "py4j", "pytest"}
 
 PLAIN_TOPIC = "install-plain"
 PLAIN_PARTITIONS = 3
@@ -71,7 +72,7 @@ def poll_until(produce_value: Callable[[], T | None], what: str, timeout: float 
 
 
 def import_every_module() -> tuple[int, list[str]]:
-    """Import each module the installed distribution lists; returns (imported, skipped for the spark extra)."""
+    """Import each module the installed distribution lists; returns (imported, skipped for a missing extra)."""
     files = importlib.metadata.files("minikafka") or []
     modules = sorted(
         ".".join(PurePosixPath(str(file)).with_suffix("").parts).removesuffix(".__init__")
@@ -316,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         imported, skipped = import_every_module()
         say(f"imported {imported} installed modules from {sys.prefix}"
-            + (f" ({len(skipped)} need the spark extra: {', '.join(skipped)})" if skipped else ""))
+            + (f" ({len(skipped)} need the spark extra or pytest: {', '.join(skipped)})" if skipped else ""))
         os.chdir(args.work_dir)
         with running_broker(args.minikafka, args.work_dir) as bootstrap:
             create_topics(bootstrap)

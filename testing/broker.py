@@ -1,0 +1,423 @@
+"""`Broker`: a minikafka broker for tests, in this process (its own thread and event loop) or as a subprocess.
+
+    with Broker({"num.partitions": 3}) as broker:
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+
+It listens on 127.0.0.1, on a free port unless one is given, with a fresh temporary data directory unless
+one is given (only a directory it made itself is removed on exit). `restart()` keeps the data and the
+port; `kill()` stops it as a crash would, so the next start goes through crash recovery.
+
+In-process mode runs `BrokerServer` on a thread of its own with a new event loop (uvloop's when installed;
+the global event loop policy is left alone, so the caller's loop, pytest-asyncio's included, is untouched).
+Its structlog lines go to `log_file` (see logroute). Process mode runs `python -m minikafka.broker serve`
+with JSON logs into `log_file`, and reads the port from its `broker ready` line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, TextIO
+
+import structlog
+from minikafka.broker.config import BrokerConfig, build_config
+
+from .logroute import route_current_thread, unroute_current_thread
+
+if TYPE_CHECKING:
+    from minikafka.broker.server import BrokerServer
+
+Mode = Literal["inprocess", "process"]
+MODES: tuple[Mode, ...] = ("inprocess", "process")
+HOST = "127.0.0.1"
+_READY_POLL_S = 0.01
+# After a kill the broker's remaining tasks are cancelled so their memory is freed; they cannot touch
+# the disk any more (the logs are closed), so this bound only limits how long kill() may take.
+_DRAIN_AFTER_CRASH_S = 5.0
+
+
+class BrokerError(RuntimeError):
+    """The broker could not be started or stopped; the message holds the end of its log."""
+
+
+def _property_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"  # Kafka's spelling; str(True) would be "True"
+    if isinstance(value, list | tuple):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
+def _new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's loop as `minikafka serve` uses, created directly so no global policy is installed."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def _log_tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class _InProcessBroker:
+    """One run of BrokerServer on its own thread; started once, then stopped or crashed once."""
+
+    def __init__(self, config: BrokerConfig, log_sink: TextIO) -> None:
+        self.config = config
+        self.log_sink = log_sink
+        self.port = 0
+        self._loop = _new_event_loop()
+        self._server: BrokerServer | None = None
+        self._ready = threading.Event()
+        self._start_error: BaseException | None = None
+        self._crashed = False
+        self._thread = threading.Thread(target=self._run, name=f"minikafka-broker-{id(self):x}", daemon=True)
+
+    def start(self, timeout: float) -> int:
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            # Still starting (a huge data dir being recovered): stop it rather than leaving a thread behind.
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout)
+            raise BrokerError(f"in-process broker not ready after {timeout}s")
+        if self._start_error is not None:
+            self._thread.join(timeout)
+            raise BrokerError(f"in-process broker failed to start: {self._start_error!r}") from self._start_error
+        return self.port
+
+    def _run(self) -> None:
+        route_current_thread(self.log_sink)
+        loop = self._loop
+        loop.set_exception_handler(self._log_loop_error)
+        try:
+            try:
+                loop.run_until_complete(self._boot())
+            except BaseException as exc:  # handed to start(), which raises it in the caller's thread
+                self._start_error = exc
+                return
+            finally:
+                self._ready.set()
+            loop.run_forever()
+            self._cancel_remaining_tasks()
+        finally:
+            loop.close()
+            unroute_current_thread()
+
+    async def _boot(self) -> None:
+        from minikafka.broker.server import BrokerServer
+
+        for key in self.config.unknown_keys:
+            structlog.get_logger("minikafka").warning("unknown configuration key ignored", key=key)
+        server = BrokerServer(self.config)
+        await server.start()
+        self._server = server
+        if self.config.port:
+            self.port = self.config.port
+        elif server.node is not None and self.config.advertised_port is None:
+            self.port = server.node.port
+        else:
+            # The node advertises another port; the bound one is only on the listener.
+            self.port = server._listener.getsockname()[1] if server._listener is not None else 0
+
+    def _log_loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """Keep asyncio's complaints about this loop in the broker's log, not in the caller's logging."""
+        message = context.get("message", "")
+        exception = context.get("exception")
+        self.log_sink.write(json.dumps({"event": "event loop error", "message": str(message),
+                                        "exception": repr(exception) if exception else None}) + "\n")
+        self.log_sink.flush()
+
+    def _cancel_remaining_tasks(self) -> None:
+        """Unwind what is left, as asyncio.run does; after a crash only memory and sockets are touched."""
+        loop = self._loop
+        tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.wait(tasks, timeout=_DRAIN_AFTER_CRASH_S))
+        with contextlib.suppress(RuntimeError):
+            loop.run_until_complete(loop.shutdown_asyncgens())
+
+    def stop(self, timeout: float) -> None:
+        """Kafka's controlled shutdown: BrokerServer.shutdown() flushes, checkpoints, marks a clean stop."""
+        if not self._thread.is_alive():
+            return
+        assert self._server is not None
+        future = asyncio.run_coroutine_threadsafe(self._server.shutdown(), self._loop)
+        try:
+            future.result(timeout)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout + _DRAIN_AFTER_CRASH_S)
+
+    def kill(self, timeout: float) -> None:
+        if not self._thread.is_alive():
+            return
+        self._loop.call_soon_threadsafe(self._crash)
+        self._thread.join(timeout + _DRAIN_AFTER_CRASH_S)
+
+    def _crash(self) -> None:
+        """What `kill -9` leaves, at a point between two event loop callbacks (storage calls are synchronous,
+        so a crash never lands inside one of them here).
+
+        Everything already handed to write(2) stays, as the kernel keeps it when a process dies: minikafka
+        writes log data with os.write, unbuffered. Lost: whatever is only in memory, the producer state
+        snapshots, the recovery-point and log-start checkpoints and the clean-shutdown marker, none of which
+        is written: the files are closed with LogManager.close(clean=False). The listener is closed at once
+        and the loop stopped; clients see their connections drop when the remaining tasks are cancelled.
+        """
+        self._crashed = True
+        server = self._server
+        if server is not None:
+            if server.services is not None:
+                server.services.logs.close(clean=False)
+            # BrokerServer has no public abort; its listener must go now so the port is free for restart().
+            if server._listener is not None:
+                server._listener.close()
+        self._loop.stop()
+
+
+# Subprocess brokers still running; killed at interpreter exit so a Broker that was never closed (a test
+# process ending early) leaves no broker behind holding its port and data dir.
+_live_subprocesses: weakref.WeakSet[subprocess.Popen[bytes]] = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_leftover_subprocesses() -> None:
+    for process in list(_live_subprocesses):
+        if process.poll() is None:
+            process.kill()
+
+
+class _SubprocessBroker:
+    """`python -m minikafka.broker serve` with JSON logs appended to the log file."""
+
+    def __init__(self, config: Mapping[str, str], host: str, port: int, data_dir: Path, log_path: Path) -> None:
+        self.args = [sys.executable, "-m", "minikafka.broker", "serve", "--host", host, "--port", str(port),
+                     "--data-dir", str(data_dir), "--log-format", "json"]
+        for key, value in config.items():
+            self.args += ["--override", f"{key}={value}"]
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float) -> int:
+        start_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.log_path, "ab") as log_file:
+            self.process = subprocess.Popen(self.args, stdout=log_file, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL)
+        _live_subprocesses.add(self.process)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            port = self._ready_port(start_offset)
+            if port is not None:
+                return port
+            if self.process.poll() is not None:
+                raise BrokerError(f"broker exited with {self.process.returncode}:\n{_log_tail(self.log_path)}")
+            time.sleep(_READY_POLL_S)
+        self.kill(timeout)
+        raise BrokerError(f"broker not ready after {timeout}s:\n{_log_tail(self.log_path)}")
+
+    def _ready_port(self, start_offset: int) -> int | None:
+        with open(self.log_path, "rb") as log_file:
+            log_file.seek(start_offset)
+            text = log_file.read().decode(errors="replace")
+        for line in text.splitlines():
+            if '"broker ready"' in line:
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    return int(json.loads(line)["port"])
+        return None
+
+    def stop(self, timeout: float) -> None:
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill(timeout)
+            raise BrokerError(f"broker did not stop within {timeout}s; killed:\n{_log_tail(self.log_path)}") from None
+
+    def kill(self, timeout: float) -> None:
+        process = self.process
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout)
+
+
+class Broker:
+    """A minikafka broker for tests; a context manager. See the module docstring."""
+
+    def __init__(
+        self,
+        config: Mapping[str, object] | None = None,
+        *,
+        mode: Mode = "inprocess",
+        port: int = 0,
+        data_dir: str | os.PathLike[str] | None = None,
+        log_file: str | os.PathLike[str] | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        self.mode: Mode = mode
+        self.config = {str(key): _property_value(value) for key, value in (config or {}).items()}
+        self.timeout = timeout
+        self._requested_port = port
+        self._port = 0
+        self._workdir: Path | None = None  # made by us, removed by close()
+        self._given_data_dir = Path(data_dir) if data_dir is not None else None
+        self._given_log_file = Path(log_file) if log_file is not None else None
+        self._data_dir: Path | None = None
+        self._log_path: Path | None = None
+        self._log_sink: TextIO | None = None
+        self._running: _InProcessBroker | _SubprocessBroker | None = None
+        self._config_checked = False
+
+    # --- where it is ---------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if not self._port:
+            raise BrokerError("the broker has not been started")
+        return self._port
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def data_dir(self) -> Path:
+        if self._data_dir is None:
+            raise BrokerError("the broker has not been started")
+        return self._data_dir
+
+    @property
+    def log_file(self) -> Path:
+        if self._log_path is None:
+            raise BrokerError("the broker has not been started")
+        return self._log_path
+
+    @property
+    def running(self) -> bool:
+        return self._running is not None
+
+    def logs(self) -> str:
+        """Everything the broker logged so far, over all its starts."""
+        return self.log_file.read_text(errors="replace") if self._log_path and self._log_path.exists() else ""
+
+    def log_tail(self, lines: int = 40) -> str:
+        return _log_tail(self._log_path, lines) if self._log_path is not None else ""
+
+    # --- life cycle ----------------------------------------------------------------------
+
+    def start(self) -> Broker:
+        if self._running is not None:
+            raise BrokerError("the broker is already running")
+        first_start = self._data_dir is None
+        self._prepare_dirs()
+        try:
+            return self._start()
+        except BaseException:
+            if first_start:
+                self.close()  # a Broker that never ran leaves no temporary directory behind
+            raise
+
+    def _start(self) -> Broker:
+        assert self._data_dir is not None and self._log_path is not None
+        # After the first start the port is fixed, so clients holding the old address reconnect.
+        port = self._port or self._requested_port
+        runner: _InProcessBroker | _SubprocessBroker
+        if self.mode == "inprocess":
+            config = self._build_config(port)
+            if self._log_sink is None:
+                self._log_sink = open(self._log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            runner = _InProcessBroker(config, self._log_sink)
+        else:
+            if not self._config_checked:
+                self._build_config(port)  # a bad value raises ConfigError here, not as a broker exit code
+            runner = _SubprocessBroker(self.config, HOST, port, self._data_dir, self._log_path)
+        self._port = runner.start(self.timeout)
+        self._running = runner
+        return self
+
+    def _prepare_dirs(self) -> None:
+        if self._data_dir is not None:
+            return
+        if self._given_data_dir is None or self._given_log_file is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix="minikafka-"))
+        self._data_dir = self._given_data_dir or self._workdir_path("data")
+        self._data_dir.mkdir(parents=True, exist_ok=True)
+        self._log_path = self._given_log_file or self._workdir_path("broker.log")
+        self._log_path.parent.mkdir(parents=True, exist_ok=True)
+
+    def _workdir_path(self, name: str) -> Path:
+        assert self._workdir is not None
+        return self._workdir / name
+
+    def _build_config(self, port: int) -> BrokerConfig:
+        config = build_config(overrides=[f"{key}={value}" for key, value in self.config.items()],
+                              host=HOST, port=port, data_dir=self._data_dir)
+        self._config_checked = True
+        return config
+
+    def stop(self) -> None:
+        """Stop cleanly, as SIGTERM stops `minikafka serve`."""
+        runner, self._running = self._running, None
+        if runner is not None:
+            runner.stop(self.timeout)
+
+    def kill(self) -> None:
+        """Stop as a crash would: SIGKILL for a subprocess; in-process, see _InProcessBroker._crash."""
+        runner, self._running = self._running, None
+        if runner is not None:
+            runner.kill(self.timeout)
+
+    def restart(self) -> Broker:
+        """Stop (if running) and start again on the same port with the same data."""
+        self.stop()
+        return self.start()
+
+    def close(self) -> None:
+        """Stop, and remove the temporary directory if this Broker made one."""
+        try:
+            self.stop()
+        finally:
+            if self._log_sink is not None:
+                self._log_sink.close()
+                self._log_sink = None
+            if self._workdir is not None:
+                shutil.rmtree(self._workdir, ignore_errors=True)
+                self._workdir = None
+                # A later start() gets fresh directories again (on the same port).
+                self._data_dir = self._log_path = None
+
+    def __enter__(self) -> Broker:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = self.bootstrap_servers if self._port else "not started"
+        return f"<Broker {self.mode} {where} {'running' if self.running else 'stopped'}>"

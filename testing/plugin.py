@@ -1,0 +1,167 @@
+"""The minikafka pytest plugin, loaded through the `pytest11` entry point wherever minikafka is installed.
+
+Fixtures:
+- `minikafka_session`: one broker for the whole session (under pytest-xdist: one per worker process, each
+  on its own free port with its own temporary data directory).
+- `minikafka_bootstrap`: that broker's "127.0.0.1:PORT".
+- `minikafka`: a fresh broker for one test; `@pytest.mark.minikafka(config={...})` sets its config.
+- `unique_topic`, `unique_group`: names no other test (or xdist worker) uses, for tests sharing the session
+  broker; `unique_name("prefix")` makes more.
+Options: `--minikafka-mode inprocess|process` (ini `minikafka_mode`), and ini `minikafka_config` (lines of
+`key=value`) for every broker the fixtures start; a marker's config wins over it.
+
+A failed test's report shows the end of the log of each minikafka broker it used.
+
+Brokers run in-process by default, on a thread with its own event loop, so async tests (pytest-asyncio)
+and the broker never share a loop. The broker is imported only when a fixture is used.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import warnings
+from collections.abc import Callable, Generator, Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from .broker import Broker, Mode
+
+_MARKER = "minikafka"
+_MODES = ("inprocess", "process")
+# Kafka's topic name limit is 249 characters; the test's name is cut so the random suffix always fits.
+_NAME_PART_MAX = 80
+_names = itertools.count()
+# Broker log lines shown under a failed test's report.
+_LOG_LINES = 50
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("minikafka", "minikafka broker fixtures")
+    group.addoption("--minikafka-mode", choices=_MODES, default=None,
+                    help="run the fixtures' brokers in this process (inprocess, the default) or as subprocesses")
+    parser.addini("minikafka_mode", "inprocess or process, as --minikafka-mode", default="inprocess")
+    parser.addini("minikafka_config", "broker config (Kafka key names), one key=value a line, for every broker "
+                  "the minikafka fixtures start", type="linelist", default=[])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "minikafka(config=None, mode=None): config (a dict of Kafka key names) and mode for the "
+                   "test's own `minikafka` broker")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    fixturenames = getattr(item, "fixturenames", ())
+    if item.get_closest_marker(_MARKER) is not None and "minikafka" not in fixturenames:
+        warnings.warn(pytest.PytestWarning(
+            f"{item.nodeid}: @pytest.mark.minikafka configures the `minikafka` fixture, which this test does not "
+            "use (the session broker's config comes from the minikafka_config ini option)"), stacklevel=1)
+
+
+def _mode(config: pytest.Config, requested: object = None) -> Mode:
+    mode = requested or config.getoption("--minikafka-mode") or config.getini("minikafka_mode") or "inprocess"
+    if mode not in _MODES:
+        raise pytest.UsageError(f"minikafka mode must be one of {', '.join(_MODES)}, not {mode!r}")
+    return mode  # type: ignore[return-value]  # checked just above
+
+
+def _ini_config(config: pytest.Config) -> dict[str, object]:
+    settings: dict[str, object] = {}
+    for line in config.getini("minikafka_config"):
+        key, sep, value = str(line).partition("=")
+        if not sep or not key.strip():
+            raise pytest.UsageError(f"minikafka_config: expected key=value, got {line!r}")
+        settings[key.strip()] = value.strip()
+    return settings
+
+
+# The brokers a failed test used, so their log can be shown in its report.
+_session_broker_key = pytest.StashKey["Broker"]()
+_test_broker_key = pytest.StashKey["Broker"]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report: pytest.TestReport = yield
+    if report.failed:
+        used = []
+        if {"minikafka_session", "minikafka_bootstrap"} & set(getattr(item, "fixturenames", ())):
+            used.append(("session", item.config.stash.get(_session_broker_key, None)))
+        used.append(("test", item.stash.get(_test_broker_key, None)))
+        for name, broker in used:
+            if broker is not None:
+                report.sections.append((f"minikafka {name} broker log (last {_LOG_LINES} lines, {broker.log_file})",
+                                        broker.log_tail(_LOG_LINES)))
+    return report
+
+
+@pytest.fixture(scope="session")
+def minikafka_session(pytestconfig: pytest.Config) -> Iterator[Broker]:
+    """One broker for the session (per xdist worker); share it through unique_topic and unique_group."""
+    from .broker import Broker
+
+    with Broker(_ini_config(pytestconfig), mode=_mode(pytestconfig)) as broker:
+        pytestconfig.stash[_session_broker_key] = broker
+        try:
+            yield broker
+        finally:
+            del pytestconfig.stash[_session_broker_key]
+
+
+@pytest.fixture
+def minikafka_bootstrap(minikafka_session: Broker) -> str:
+    """The session broker's bootstrap servers, "127.0.0.1:PORT"."""
+    return minikafka_session.bootstrap_servers
+
+
+@pytest.fixture
+def minikafka(request: pytest.FixtureRequest) -> Iterator[Broker]:
+    """A fresh broker for this test, configured by @pytest.mark.minikafka(config={...}, mode=...)."""
+    from .broker import Broker
+
+    settings = _ini_config(request.config)
+    mode_override: object = None
+    marker = request.node.get_closest_marker(_MARKER)
+    if marker is not None:
+        marker_config = marker.kwargs.get("config", marker.args[0] if marker.args else None) or {}
+        if not isinstance(marker_config, dict):
+            raise pytest.UsageError(f"@pytest.mark.minikafka(config=...) takes a dict, not {marker_config!r}")
+        settings.update(marker_config)
+        mode_override = marker.kwargs.get("mode")
+    with Broker(settings, mode=_mode(request.config, mode_override)) as broker:
+        request.node.stash[_test_broker_key] = broker
+        yield broker
+
+
+def _slug(text: str) -> str:
+    """Only characters valid in a topic name, and no dots (Kafka warns when '.' and '_' could collide)."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-")[:_NAME_PART_MAX] or "test"
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """`unique_name("orders")` -> "orders-test_x-gw1-3-5f0c2a9e": test name, xdist worker, a counter, randomness."""
+    test = _slug(request.node.name)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+    def make(prefix: str) -> str:
+        return f"{_slug(prefix)}-{test}-{worker}-{next(_names)}-{os.urandom(4).hex()}"
+
+    return make
+
+
+@pytest.fixture
+def unique_topic(unique_name: Callable[[str], str]) -> str:
+    """A topic name no other test uses, so tests can share the session broker."""
+    return unique_name("topic")
+
+
+@pytest.fixture
+def unique_group(unique_name: Callable[[str], str]) -> str:
+    """A consumer group id no other test uses."""
+    return unique_name("group")

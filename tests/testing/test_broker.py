@@ -1,0 +1,191 @@
+"""minikafka.testing.Broker in both modes, driven by real clients (confluent-kafka, aiokafka) over sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient
+from minikafka.broker.config import ConfigError
+from minikafka.testing import Broker, Mode
+
+pytestmark = pytest.mark.e2e
+
+MODES: tuple[Mode, ...] = ("inprocess", "process")
+CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+UNCLEAN_RECOVERY_LINE = "recovered logs after unclean shutdown"
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> Mode:
+    return request.param  # type: ignore[no-any-return]
+
+
+def _topic() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    """Idempotent produce; returns only once every record is acknowledged (acks=all)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 0})
+    errors: list[KafkaError] = []
+    for value in values:
+        producer.produce(topic, value, on_delivery=lambda err, _msg: errors.append(err) if err else None)
+    assert producer.flush(30) == 0, "records left unacknowledged"
+    assert errors == []
+
+
+def _consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic])
+        values: list[bytes] = []
+        for message in consumer.consume(num_messages=count, timeout=timeout):
+            assert message.error() is None, message.error()
+            values.append(message.value())
+        # consume() may return early with fewer; keep polling to the deadline (bounded by the count check).
+        polls = 0
+        while len(values) < count and polls < int(timeout):
+            polls += 1
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+        return values
+    finally:
+        consumer.close()
+
+
+def _partition_count(bootstrap: str, topic: str) -> int:
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return len(metadata.topics[topic].partitions)
+
+
+@pytest.fixture
+def broker(mode: Mode) -> Iterator[Broker]:
+    with Broker(mode=mode) as broker:
+        yield broker
+
+
+def test_produce_and_consume_with_confluent_kafka(broker: Broker) -> None:
+    topic = _topic()
+    assert broker.bootstrap_servers == f"127.0.0.1:{broker.port}" and broker.port > 0
+    _produce(broker.bootstrap_servers, topic, [b"a", b"b", b"c"])
+    assert _consume(broker.bootstrap_servers, topic, 3) == [b"a", b"b", b"c"]
+
+
+async def test_produce_and_consume_with_aiokafka(broker: Broker) -> None:
+    # The test's own event loop (pytest-asyncio) runs here while an in-process broker runs on its own.
+    topic = _topic()
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+    await producer.start()
+    try:
+        for value in (b"x", b"y"):
+            await producer.send_and_wait(topic, value)
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
+                                group_id=f"g-{uuid.uuid4().hex[:8]}")
+    await consumer.start()
+    try:
+        received = [(await asyncio.wait_for(consumer.getone(), 30)).value for _ in range(2)]
+    finally:
+        await consumer.stop()
+    assert received == [b"x", b"y"]
+
+
+def test_config_is_passed_through(mode: Mode) -> None:
+    with Broker({"num.partitions": 3, "auto.create.topics.enable": True}, mode=mode) as broker:
+        topic = _topic()
+        _produce(broker.bootstrap_servers, topic, [b"v"])
+        assert _partition_count(broker.bootstrap_servers, topic) == 3
+
+
+def test_bad_config_is_a_config_error_and_leaves_nothing_behind(mode: Mode, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(ConfigError, match=r"num\.partitions"):
+        Broker({"num.partitions": "many"}, mode=mode).start()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_restart_keeps_data_and_port(broker: Broker) -> None:
+    topic = _topic()
+    port = broker.port
+    _produce(broker.bootstrap_servers, topic, [b"before"])
+    broker.restart()
+    assert broker.port == port
+    assert (broker.data_dir / CLEAN_SHUTDOWN_MARKER).exists() is False  # taken when the broker started again
+    assert UNCLEAN_RECOVERY_LINE not in broker.logs()
+    _produce(broker.bootstrap_servers, topic, [b"after"])
+    assert _consume(broker.bootstrap_servers, topic, 2) == [b"before", b"after"]
+
+
+def test_kill_then_start_recovers_acknowledged_data(broker: Broker) -> None:
+    topic = _topic()
+    port = broker.port
+    values = [f"v{i}".encode() for i in range(200)]
+    _produce(broker.bootstrap_servers, topic, values)
+    broker.kill()
+    assert not broker.running
+    # A crash writes no clean-shutdown marker, so the next start must recover the logs.
+    assert not (broker.data_dir / CLEAN_SHUTDOWN_MARKER).exists()
+    broker.start()
+    assert broker.port == port
+    assert UNCLEAN_RECOVERY_LINE in broker.logs()
+    assert _consume(broker.bootstrap_servers, topic, len(values)) == values
+
+
+def test_clean_stop_writes_the_clean_shutdown_marker(broker: Broker) -> None:
+    _produce(broker.bootstrap_servers, _topic(), [b"v"])
+    broker.stop()
+    assert (broker.data_dir / CLEAN_SHUTDOWN_MARKER).exists()
+
+
+def test_own_temporary_directory_is_removed_and_a_given_one_kept(mode: Mode, tmp_path: Path) -> None:
+    with Broker(mode=mode) as own:
+        own_data = own.data_dir
+        assert own_data.is_dir()
+    assert not own_data.exists()
+
+    given = tmp_path / "data"
+    log_file = tmp_path / "broker.log"
+    with Broker(mode=mode, data_dir=given, log_file=log_file) as broker:
+        _produce(broker.bootstrap_servers, "kept", [b"v"])
+    assert (given / "kept-0").is_dir()
+    assert "broker ready" in log_file.read_text()
+
+
+def test_in_process_broker_leaves_the_callers_loop_and_logging_alone(capfd: pytest.CaptureFixture[str],
+                                                                      tmp_path: Path) -> None:
+    policy = asyncio.get_event_loop_policy()
+    structlog_config = structlog.get_config()
+    processors = list(structlog_config["processors"])
+    log_file = tmp_path / "broker.log"
+    with Broker(log_file=log_file) as broker:
+        _produce(broker.bootstrap_servers, _topic(), [b"v"])
+        assert asyncio.get_event_loop_policy() is policy
+        assert "uvloop" not in type(asyncio.get_event_loop_policy()).__module__
+    logs = log_file.read_text()
+    assert structlog.get_config()["processors"][: len(processors) - 1] == processors[:-1]
+    assert "broker ready" in logs and "broker stopped" in logs
+    captured = capfd.readouterr()
+    assert "broker ready" not in captured.out + captured.err
+
+
+def test_other_threads_still_log_where_they_did(capfd: pytest.CaptureFixture[str]) -> None:
+    marker = f"caller-line-{os.getpid()}"
+    with Broker() as broker:
+        structlog.get_logger("caller").info(marker)
+        logs = broker.logs()
+    captured = capfd.readouterr()
+    assert marker in captured.out + captured.err
+    assert marker not in logs
