@@ -39,6 +39,9 @@ def make_transaction_coordinator(config: BrokerConfig, logs: Any, allocate_produ
         complete_group_transaction=groups.complete_transaction,
         notify=waiters.notify,
         schedule=_run_soon,
+        # Marker retries run on the group coordinator's timers: started with the broker, stopped
+        # on shutdown before the logs are closed.
+        timers=groups.timers,
     )
     coordinator.load()
     return coordinator

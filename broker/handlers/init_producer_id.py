@@ -36,16 +36,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     given_epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
     if (given_id == NO_PRODUCER_ID) != (given_epoch == NO_PRODUCER_EPOCH):
         return build(response, error_code=ErrorCode.invalid_request, producer_id=-1, producer_epoch=-1)
-    if request.transactional_id is not None:
-        try:
+    try:
+        if request.transactional_id is not None:
             producer_id, epoch = ctx.services.transactions.init_producer_id(
                 request.transactional_id, ms(request.transaction_timeout), given_id, given_epoch)
-        except KafkaError as exc:
-            return build(response, error_code=error_code_for(exc, ctx), producer_id=-1,
-                         producer_epoch=-1)
-        ctx.log.info("transactional producer initialised", transactional_id=request.transactional_id,
-                     producer_id=producer_id, producer_epoch=epoch)
-        return build(response, error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=epoch)
-    producer_id = ctx.services.producer_ids.allocate()
-    ctx.log.info("allocated producer id", producer_id=producer_id)
-    return build(response, error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=0)
+            ctx.log.info("transactional producer initialised", transactional_id=request.transactional_id,
+                         producer_id=producer_id, producer_epoch=epoch)
+        else:
+            # A block of ids that cannot be persisted (full disk) refuses with a retriable code here too.
+            producer_id, epoch = ctx.services.producer_ids.allocate(), 0
+            ctx.log.info("allocated producer id", producer_id=producer_id)
+    except KafkaError as exc:
+        return build(response, error_code=error_code_for(exc, ctx), producer_id=NO_PRODUCER_ID,
+                     producer_epoch=NO_PRODUCER_EPOCH)
+    return build(response, error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=epoch)

@@ -5,7 +5,9 @@ Behavior:
   assignment (or a rebalance starts: REBALANCE_IN_PROGRESS). Stable groups answer at once with the
   member's current assignment.
 - Errors: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS,
-  INCONSISTENT_GROUP_PROTOCOL (v5: protocol type/name must match the group's).
+  INCONSISTENT_GROUP_PROTOCOL (v5: protocol type/name must match the group's), NOT_COORDINATOR to the
+  leader and every waiting follower when the assignment cannot be stored (the group then rebalances,
+  as Kafka's resetAndPropagateAssignmentError does).
 Version notes: v3 adds group.instance.id; v5 adds protocol_type/protocol_name to both sides.
 """
 

@@ -7,7 +7,9 @@ Follows Kafka's (pre-KIP-848) `GroupCoordinator.scala` / `ClassicGroup` handling
   timeout (max over members) passes, removing the members that did not rejoin. The first join of
   an Empty group waits `group.initial.rebalance.delay.ms`, extended while members keep arriving.
 - SyncGroup: the leader's assignment is persisted as GroupMetadataValue v3, then handed out; the
-  group becomes Stable.
+  group becomes Stable. If it cannot be stored, the leader and every member waiting in SyncGroup get
+  the error (KAFKA_STORAGE_ERROR shown as NOT_COORDINATOR, as Kafka's storeGroup maps it) and the
+  group goes back to PreparingRebalance (Kafka's resetAndPropagateAssignmentError).
 - Heartbeat/LeaveGroup/session expiry: a member that neither heartbeats nor waits in a join/sync
   within its session timeout is removed and the group rebalances.
 - Static membership (KIP-345): a known group.instance.id rejoining with an empty member id replaces
@@ -91,6 +93,24 @@ class FetchedOffset:
 
 def _error(code: ErrorCode, message: str = "") -> KafkaError:
     return KafkaError(message or code.name, code=code)
+
+
+# Kafka's GroupMetadataManager.storeGroup: the code members see when the group record cannot be appended.
+_STORE_ERRORS = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.request_timed_out: ErrorCode.rebalance_in_progress,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
+}
+
+
+def _store_error(code: ErrorCode) -> ErrorCode:
+    return _STORE_ERRORS.get(code, code)
 
 
 class GroupCoordinator:
@@ -325,7 +345,12 @@ class GroupCoordinator:
         now = self._now()
         group.init_next_generation(now)
         if group.is_(GroupState.EMPTY):
-            self._store_group(group)
+            try:
+                self._store_group(group)
+            except KafkaError as exc:
+                # As Kafka's onCompleteJoin: nobody waits for this write; the group record is
+                # written again by its next rebalance.
+                _log.warning("failed to write empty metadata for group %s: %s", group.group_id, exc)
             return
         all_members = group.member_metadata()
         for member in list(group.members.values()):
@@ -605,10 +630,24 @@ class GroupCoordinator:
                 return self._update_member_and_rebalance(
                     group, member, protocols, rebalance_timeout_ms, session_timeout_ms
                 )
+            old_settings = (member.rebalance_timeout_ms, member.session_timeout_ms, member.client_id,
+                            member.client_host)
             member.rebalance_timeout_ms = rebalance_timeout_ms
             member.session_timeout_ms = session_timeout_ms
             member.client_id, member.client_host = client_id, client_host
-            self._store_group(group)
+            try:
+                self._store_group(group)
+            except KafkaError as exc:
+                # Kafka's updateStaticMemberAndRebalance: the new member id was not persisted, so the
+                # replacement is undone and the old id stays the valid one.
+                _log.warning("failed to persist metadata for group %s: %s", group.group_id, exc)
+                member.protocols = old_protocols
+                (member.rebalance_timeout_ms, member.session_timeout_ms, member.client_id,
+                 member.client_host) = old_settings
+                group.replace_static_member(instance_id, new_id, old_id)
+                self._schedule_heartbeat(group, member, member.session_timeout_ms)
+                return JoinResult(_store_error(exc.error_code), "", group.generation_id, group.protocol_type,
+                                  group.protocol_name, group.leader_id or "")
             self._schedule_heartbeat(group, member, session_timeout_ms)
             if group.leader_id == new_id and not supports_skip_assignment:
                 # Before KIP-814 (JoinGroup v9) Kafka answers a rejoining static leader as a follower,
@@ -690,7 +729,13 @@ class GroupCoordinator:
         if member_id == group.leader_id:
             for mid, other in group.members.items():
                 other.assignment = assignments.get(mid, b"")
-            self._store_group(group)
+            try:
+                self._store_group(group)
+            except KafkaError as exc:
+                self._reset_and_propagate_assignment_error(group, _store_error(exc.error_code))
+                self._prepare_rebalance(group, f"error when storing group assignment during SyncGroup "
+                                               f"(member: {member_id}): {exc}")
+                return await asyncio.shield(future)
             now = self._now()
             group.transition_to(GroupState.STABLE, now)
             for other in group.members.values():
@@ -700,6 +745,17 @@ class GroupCoordinator:
                     )
                     self._schedule_heartbeat(group, other, other.session_timeout_ms, now)
         return await asyncio.shield(future)
+
+    def _reset_and_propagate_assignment_error(self, group: Group, error: ErrorCode) -> None:
+        """Kafka's resetAndPropagateAssignmentError: every member waiting in SyncGroup, the leader
+        included, gets `error` and no assignment; their session clocks restart, as a member whose
+        session expired while it waited was kept (Kafka's propagateAssignment)."""
+        group.reset_assignments()
+        now = self._now()
+        for member in group.members.values():
+            if member.awaiting_sync:
+                member.complete_sync(SyncResult(error))
+                self._schedule_heartbeat(group, member, member.session_timeout_ms, now)
 
     def heartbeat(
         self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
@@ -1033,21 +1089,29 @@ class GroupCoordinator:
             expired = self.offsets.expired(
                 group.group_id, now_ms, self.config.offsets_retention_ms, empty_since
             )
-            if expired:
-                for tp in expired:
-                    self.offsets.delete(group.group_id, tp)
-                self._append(
-                    group.group_id,
-                    [(encode_offset_key(OffsetKey(group.group_id, t, p)), None) for t, p in expired],
-                )
-                removed += len(expired)
-            if (
-                group.is_(GroupState.EMPTY)
-                and not group.pending_members
-                and not self.offsets.has_offsets(group.group_id)
-                and not self.offsets.has_pending(group.group_id)
-            ):
-                self._append(group.group_id, [(encode_group_key(GroupKey(group.group_id)), None)])
-                group.transition_to(GroupState.DEAD, now_ms)
-                self.groups.pop(group.group_id, None)
+            try:
+                removed += self._expire_group_offsets(group, expired, now_ms)
+            except KafkaError as exc:
+                # Kafka's cleanupGroupMetadata logs it too; nothing was removed, so the next check retries
+                _log.warning("failed to write tombstones for group %s: %s", group.group_id, exc)
         return removed
+
+    def _expire_group_offsets(self, group: Group, expired: list[TopicPartition], now_ms: int) -> int:
+        if expired:
+            # Tombstones first: if they cannot be written, the offsets stay for the next check.
+            self._append(
+                group.group_id,
+                [(encode_offset_key(OffsetKey(group.group_id, t, p)), None) for t, p in expired],
+            )
+            for tp in expired:
+                self.offsets.delete(group.group_id, tp)
+        if (
+            group.is_(GroupState.EMPTY)
+            and not group.pending_members
+            and not self.offsets.has_offsets(group.group_id)
+            and not self.offsets.has_pending(group.group_id)
+        ):
+            self._append(group.group_id, [(encode_group_key(GroupKey(group.group_id)), None)])
+            group.transition_to(GroupState.DEAD, now_ms)
+            self.groups.pop(group.group_id, None)
+        return len(expired)

@@ -9,19 +9,30 @@ Follows Kafka's TransactionCoordinator (TV1, the client path):
   gets CONCURRENT_TRANSACTIONS, which clients retry;
 - on load, the topic is replayed; a transaction found in Prepare* is driven to completion.
 Single node: the coordinator epoch is the partition's leader epoch, 0.
+
+Disk faults (Kafka's TransactionMarkerRequestCompletionHandler and TransactionMarkerChannelManager):
+a marker that cannot be written (KAFKA_STORAGE_ERROR) is retried, only for the partitions still
+without one, until it is written; Complete* is appended only once every marker is, and a failed
+Complete* append is retried the same way. Meanwhile the id stays in Prepare* (its producer gets
+CONCURRENT_TRANSACTIONS). Retries back off from retry.backoff.ms to retry.backoff.max.ms (Kafka's
+client defaults, 100 ms and 1 s) on the coordinators' timers, which stop with the broker; a restart
+re-sends the markers of every Prepare* id. Where Kafka's coordinator would resign on a failed
+`__transaction_state` append (NOT_COORDINATOR) and let the next leader finish, a single node has no
+other coordinator, so it keeps retrying.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.records import Record, build_batch, decode_batch, iter_whole_batches
 
 from ..hashing import partition_for
+from ..timers import Timers
 from .log import decode_key, decode_value, encode_key, encode_value, metadata_from
 from .state import TopicPartition, TxnMetadata, TxnState
 
@@ -29,6 +40,14 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 COORDINATOR_EPOCH = 0
 _READ_CHUNK = 1 << 20
+RETRY_BACKOFF_MS = 100
+RETRY_BACKOFF_MAX_MS = 1000
+# Kafka's TransactionMarkerRequestCompletionHandler retries these marker errors. Any other error
+# is logged and the partition given up, as before (Kafka gives up on UNSUPPORTED_VERSION that way
+# and treats the errors it does not expect as fatal, which a single node cannot hand to a peer).
+_RETRIABLE_MARKER_ERRORS = frozenset({ErrorCode.kafka_storage_error, ErrorCode.not_leader_or_follower,
+                                      ErrorCode.not_enough_replicas, ErrorCode.not_enough_replicas_after_append,
+                                      ErrorCode.request_timed_out})
 
 _log = logging.getLogger("minikafka.coordinator.transaction")
 
@@ -45,10 +64,30 @@ class TxnConfig:
     log_value_version: int = 0  # transaction.version 0: TransactionLogValue v0
 
 
+@dataclass(slots=True)
+class _Completion:
+    """In-memory progress of one Prepare* transaction (Kafka's txnMetadata.removePartition): the
+    partitions still without a marker, and the current streak of failed attempts."""
+
+    producer_id: int
+    producer_epoch: int
+    remaining: set[TopicPartition] = field(default_factory=set)
+    failures: int = 0
+
+
+def retry_backoff_ms(failures: int) -> int:
+    """Delay before the next attempt after `failures` failed ones in a row: exponential, bounded."""
+    return min(RETRY_BACKOFF_MS << min(failures - 1, 16), RETRY_BACKOFF_MAX_MS)
+
+
 class TransactionCoordinator:
     def __init__(self, logs: Any, allocate_producer_id: Callable[[], int], clock: Any, config: TxnConfig,
                  complete_group_transaction: Callable[[int, int, int, bool, int], None],
-                 notify: Callable[[TopicPartition], None], schedule: Callable[[Callable[[], None]], None]) -> None:
+                 notify: Callable[[TopicPartition], None], schedule: Callable[[Callable[[], None]], None],
+                 timers: Timers | None = None) -> None:
+        """`schedule` runs a job soon on the event loop (the first attempt at the markers, after the
+        EndTxn answer); `timers` run the retries and must be started and stopped by the owner (the
+        broker passes the group coordinator's, which live as long as it serves)."""
         self._logs = logs
         self._allocate = allocate_producer_id
         self._clock = clock
@@ -56,7 +95,9 @@ class TransactionCoordinator:
         self._complete_group_transaction = complete_group_transaction
         self._notify = notify
         self._schedule = schedule
+        self.timers = timers if timers is not None else Timers(clock)
         self.txns: dict[str, TxnMetadata] = {}
+        self._completions: dict[str, _Completion] = {}
 
     # --- __transaction_state ------------------------------------------------------------
 
@@ -207,25 +248,61 @@ class TransactionCoordinator:
         self._schedule(lambda: self._write_markers_and_complete(transactional_id))
 
     def _write_markers_and_complete(self, transactional_id: str) -> None:
+        """Write the markers still missing, then Complete*; on a retriable failure, try again later."""
         meta = self.txns.get(transactional_id)
         if meta is None or not meta.pending_completion:
+            self._completions.pop(transactional_id, None)
             return
+        job = self._completions.get(transactional_id)
+        if job is None or (job.producer_id, job.producer_epoch) != (meta.producer_id, meta.producer_epoch):
+            job = _Completion(meta.producer_id, meta.producer_epoch, set(meta.topic_partitions))
+            self._completions[transactional_id] = job
         commit = meta.state == TxnState.PREPARE_COMMIT
-        for topic, partition in sorted(meta.topic_partitions):
+        failure: str | None = None
+        for topic, partition in sorted(job.remaining):
             try:
-                if topic == OFFSETS_TOPIC:
-                    self._complete_group_transaction(partition, meta.producer_id, meta.producer_epoch, commit,
-                                                     COORDINATOR_EPOCH)
-                else:
-                    log = self._logs.partition(topic, partition)
-                    if log is None:
-                        continue  # deleted since it joined the transaction
-                    log.append_control(meta.producer_id, meta.producer_epoch, COORDINATOR_EPOCH, commit,
-                                       self._clock.now_ms())
-                self._notify((topic, partition))
+                self._write_marker(meta, topic, partition, commit)
             except KafkaError as exc:
-                _log.warning("marker for %s-%d of %s failed: %s", topic, partition, transactional_id, exc)
-        self._write(meta.prepare_complete(self._clock.now_ms()), transactional_id)
+                if exc.error_code not in _RETRIABLE_MARKER_ERRORS:
+                    _log.warning("marker for %s-%d of %s failed for good, not retried: %s", topic, partition,
+                                 transactional_id, exc)
+                    job.remaining.discard((topic, partition))
+                elif failure is None:
+                    failure = f"marker for {topic}-{partition}: {exc}"
+                continue
+            job.remaining.discard((topic, partition))
+        if failure is None:
+            completed = meta.prepare_complete(self._clock.now_ms())
+            try:
+                self._write(completed, transactional_id)
+            except KafkaError as exc:
+                if exc.error_code not in _RETRIABLE_MARKER_ERRORS:
+                    raise
+                failure = f"{completed.state.display_name} to {TRANSACTION_STATE_TOPIC}: {exc}"
+        if failure is None:
+            del self._completions[transactional_id]
+            if job.failures:
+                _log.info("transaction of %s completed after %d failed attempts", transactional_id, job.failures)
+            return
+        job.failures += 1
+        delay = retry_backoff_ms(job.failures)
+        if job.failures == 1:  # once per failure streak: a full disk would otherwise log every second
+            _log.warning("cannot complete the transaction of %s yet (%s); it stays in %s, retrying every %d ms "
+                         "at most", transactional_id, failure, meta.state.display_name, RETRY_BACKOFF_MAX_MS)
+        self.timers.schedule(("complete transaction", transactional_id), self._clock.now_ms() + delay,
+                             lambda: self._write_markers_and_complete(transactional_id))
+
+    def _write_marker(self, meta: TxnMetadata, topic: str, partition: int, commit: bool) -> None:
+        if topic == OFFSETS_TOPIC:
+            self._complete_group_transaction(partition, meta.producer_id, meta.producer_epoch, commit,
+                                             COORDINATOR_EPOCH)
+        else:
+            log = self._logs.partition(topic, partition)
+            if log is None:
+                return  # deleted since it joined the transaction
+            log.append_control(meta.producer_id, meta.producer_epoch, COORDINATOR_EPOCH, commit,
+                               self._clock.now_ms())
+        self._notify((topic, partition))
 
     def verify_partition(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
                          topic: str, partition: int) -> None:
