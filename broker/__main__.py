@@ -1,4 +1,5 @@
-"""`minikafka serve [PROPERTIES_FILE] [--override KEY=VALUE ...] [--host H] [--port P] [--data-dir DIR]`
+"""`minikafka serve [PROPERTIES_FILE] [--override KEY=VALUE ...] [--host H] [--port P] [--data-dir DIR]
+[--admin-port P]`
 and `minikafka txn-log [--data-dir DIR] [--transactional-id ID]`."""
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="bind address (default from listeners: 127.0.0.1)")
     serve.add_argument("--port", type=int, help="bind port (default 9092; 0 picks a free port)")
     serve.add_argument("--data-dir", type=Path, help="log directory (default ./data)")
+    serve.add_argument("--admin-port", type=int,
+                       help="serve the HTTP admin API (faults, state) on this port, 0 for a free one; "
+                            "binds admin.listener.host (default 127.0.0.1). Off by default")
     serve.add_argument("--log-format", choices=["console", "json"], default="console")
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
     txn_log = commands.add_parser(
@@ -90,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(args.log_format, args.log_level)
     log = structlog.get_logger("minikafka")
     try:
+        admin_override = [] if args.admin_port is None else [f"admin.listener.port={args.admin_port}"]
         config = build_config(
-            properties_file=args.properties, overrides=args.override,
+            properties_file=args.properties, overrides=[*args.override, *admin_override],
             host=args.host, port=args.port, data_dir=args.data_dir,
         )
     except ConfigError as exc:

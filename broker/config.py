@@ -86,6 +86,11 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("connections.max.idle.ms", "long", "600000", "Idle connections are closed after this long."),
     ("cluster.id", "string", None, "Cluster id; generated and kept in meta.properties if unset."),
     ("shutdown.timeout.ms", "long", "10000", "minikafka: how long in-flight requests may finish on shutdown."),
+    ("admin.listener.port", "int", None,
+     "minikafka: port of the HTTP admin listener (faults, state; README \"Control plane\"); unset: no listener, "
+     "0: a free port. `--admin-port` sets it."),
+    ("admin.listener.host", "string", "127.0.0.1",
+     "minikafka: address the admin listener binds; loopback unless set, as it can make the broker fail."),
 )
 
 _BOOLEAN = re.compile(r"^(true|false)$", re.IGNORECASE)
@@ -179,6 +184,8 @@ class BrokerConfig:
     producer_id_expiration_ms: int = 86400000
     producer_id_expiration_check_interval_ms: int = 600000
     shutdown_timeout_ms: int = 10000
+    admin_port: int | None = None  # None: no admin listener
+    admin_host: str = "127.0.0.1"
     cluster_id: str | None = None
     log_defaults: LogConfig = field(default_factory=LogConfig)
     # Every property as given (after precedence), for DescribeConfigs' "static" source.
@@ -202,6 +209,15 @@ def _at_least(minimum: int, key: str, value: str) -> int:
     if number < minimum:
         raise ConfigError(f"invalid value {value!r} for configuration {key}: value must be at least {minimum}")
     return number
+
+
+def _admin_port(value: str | None) -> int | None:
+    if value is None or not value.strip():
+        return None
+    port = int(value)
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"invalid value {value!r} for configuration admin.listener.port: a port from 0 to 65535")
+    return port
 
 
 def _per_ip_overrides(value: str) -> dict[str, int]:
@@ -296,6 +312,8 @@ def build_config(
         producer_id_expiration_ms=int(get("producer.id.expiration.ms")),
         producer_id_expiration_check_interval_ms=int(get("producer.id.expiration.check.interval.ms")),
         shutdown_timeout_ms=int(get("shutdown.timeout.ms")),
+        admin_port=_admin_port(props.get("admin.listener.port")),
+        admin_host=get("admin.listener.host"),
         cluster_id=props.get("cluster.id"),
         log_defaults=log_defaults,
         properties=dict(props),

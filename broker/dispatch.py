@@ -2,8 +2,9 @@
 
 Order of checks follows Kafka: unknown API key -> close; version outside our range -> close, except
 ApiVersions, which is answered at v0 with UNSUPPORTED_VERSION and our key list (KIP-511) so a newer
-client can downgrade; undecodable bytes -> close. Fault injection and the flight recorder will hook
-in here.
+client can downgrade; undecodable bytes -> close. Fault rules (broker/faults.py) are applied here,
+after decoding, so they can match on what the request names; with none installed the only cost is
+one truth test of the empty rule table. The flight recorder will hook in here too.
 
 An unexpected exception while handling a decoded request stays inside that request, as in Kafka's
 KafkaApis.handleError: it is logged once with its stack trace, counted, and answered with
@@ -14,6 +15,7 @@ Only where Kafka sends no response would it close: a Produce with acks=0.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +27,14 @@ from minikafka.protocol.errors import ErrorCode, KafkaError
 from .context import RequestContext
 from .error_response import error_response
 from .errors import error_code_for, error_message_for
+from .faults import (
+    DROP_AFTER,
+    DROP_BEFORE,
+    FaultHit,
+    merge_responses,
+    partition_errors,
+    with_throttle,
+)
 
 
 class CloseConnection(Exception):
@@ -61,7 +71,12 @@ async def dispatch(frame: bytes, make_context: Callable[[int, int, int, str | No
     if decoded.trailing_bytes:
         ctx.log.debug("ignoring trailing request bytes", count=decoded.trailing_bytes)
     try:
-        response = await route.handle(ctx, decoded.body)
+        faults = ctx.services.faults
+        hit = faults.take(peeked.api_key, ctx.client_id, decoded.body) if faults.rules else None
+        if hit is None:
+            response = await route.handle(ctx, decoded.body)
+        else:
+            response = await _handle_with_fault(hit, route.handle, ctx, decoded.body)
         if response is None:
             return None
         return encode_response(peeked.correlation_id, response)
@@ -77,3 +92,37 @@ async def dispatch(frame: bytes, make_context: Callable[[int, int, int, str | No
             raise CloseConnection("acks=0 produce failed") from exc
         body = error_response(decoded.body, code, error_message_for(exc))
         return encode_response(peeked.correlation_id, body)
+
+
+async def _handle_with_fault(hit: FaultHit, handle: Callable[[RequestContext, Any], Any], ctx: RequestContext,
+                             request: Any) -> Any:
+    """Apply a fault rule: delay, drop before, error (on the matched partitions only), drop after, throttle.
+
+    What the handler raises propagates to dispatch, which answers it as for any request."""
+    rule = hit.rule
+    ctx.log.info("fault injected", fault_id=rule.id, error=rule.error.name if rule.error is not None else None,
+                 delay_ms=rule.delay_ms, drop=rule.drop, throttle_ms=rule.throttle_ms)
+    if rule.delay_ms:
+        await asyncio.sleep(rule.delay_ms / 1000)
+    if rule.drop == DROP_BEFORE:
+        raise CloseConnection(f"fault {rule.id}: connection dropped before handling")
+    if rule.error is None:
+        response = await handle(ctx, request)
+    elif ctx.api_key == ApiKey.PRODUCE and getattr(request, "acks", None) == 0:
+        # Kafka's answer to a failed acks=0 produce: no response, the connection closed.
+        raise CloseConnection(f"fault {rule.id}: acks=0 produce failed with {rule.error.name}")
+    elif hit.split is None:
+        response = error_response(request, rule.error, None)
+    else:
+        injected = partition_errors(hit.split, rule.error)
+        if injected is None:
+            response = error_response(request, rule.error, None)
+        elif hit.split.rest is None:
+            response = injected
+        else:
+            response = merge_responses(await handle(ctx, hit.split.rest), injected)
+    if rule.drop == DROP_AFTER:
+        raise CloseConnection(f"fault {rule.id}: connection dropped after handling")
+    if response is not None and rule.throttle_ms is not None:
+        response = with_throttle(response, rule.throttle_ms)
+    return response

@@ -14,6 +14,7 @@ from minikafka.coordinator.producer_ids import ProducerIdManager
 from minikafka.storage.clock import Clock, SystemClock
 from minikafka.storage.manager import LogManager
 
+from .admin_http import AdminListener
 from .cluster import ClusterView, Node
 from .config import BrokerConfig
 from .connection import Connection
@@ -71,6 +72,7 @@ class BrokerServer:
         self._stopped = asyncio.Event()
         self.services: BrokerServices | None = None
         self.node: Node | None = None
+        self.admin: AdminListener | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -96,9 +98,35 @@ class BrokerServer:
         self.services.groups.start()
         self._maintenance = asyncio.create_task(self._maintain(), name="maintenance")
         self._idle_check = asyncio.create_task(self._close_idle_connections_forever(), name="idle connections")
+        if config.admin_port is not None:
+            self.admin = AdminListener(self.services, config.admin_host, config.admin_port)
+            await self.admin.start()
         self._accepting = asyncio.create_task(self._accept_forever(self._listener), name="accept")
         _log.info("broker ready", host=config.host, port=bound_port, node_id=config.node_id,
-                  cluster_id=logs.cluster_id, data_dir=str(config.data_dir))
+                  cluster_id=logs.cluster_id, data_dir=str(config.data_dir), admin_port=self.admin_port)
+
+    @property
+    def bound_port(self) -> int:
+        """The port the Kafka listener is bound to (the one `port=0` picked), whatever is advertised."""
+        if self._listener is None:
+            raise RuntimeError("the broker has not been started")
+        return int(self._listener.getsockname()[1])
+
+    @property
+    def admin_port(self) -> int | None:
+        """The admin listener's port; None when it is off."""
+        return self.admin.port if self.admin is not None else None
+
+    def abort(self) -> None:
+        """What `kill -9` leaves, for an in-process crash: the log files closed without flushing,
+        checkpoints, producer snapshots or the clean-shutdown marker, and both listeners closed at once so
+        their ports are free. The caller stops the event loop; connections drop as their tasks end."""
+        if self.services is not None:
+            self.services.logs.close(clean=False)
+        if self._listener is not None:
+            self._listener.close()
+        if self.admin is not None:
+            self.admin.abort()
 
     @property
     def connection_count(self) -> int:
@@ -221,6 +249,8 @@ class BrokerServer:
                 await self._accepting
         if self._listener is not None:
             self._listener.close()
+        if self.admin is not None:
+            await self.admin.close()
         for connection, task in list(self._connections.values()):
             if connection is None or not connection.busy:
                 task.cancel()

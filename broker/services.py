@@ -12,6 +12,7 @@ from minikafka.storage.manager import LogManager, TopicMeta
 
 from .cluster import ClusterView
 from .config import BrokerConfig
+from .faults import FaultTable
 from .metrics import BrokerMetrics
 from .registry import Registry
 from .waiters import AppendWaiters
@@ -29,6 +30,7 @@ class BrokerServices:
     producer_ids: ProducerIdManager
     transactions: TransactionCoordinator
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
+    faults: FaultTable = field(default_factory=FaultTable)
 
     def auto_create_topic(self, name: str) -> TopicMeta | None:
         """Create `name` with the broker defaults if auto-creation is on; None otherwise."""

@@ -10,7 +10,11 @@ port; `kill()` stops it as a crash would, so the next start goes through crash r
 In-process mode runs `BrokerServer` on a thread of its own with a new event loop (uvloop's when installed;
 the global event loop policy is left alone, so the caller's loop, pytest-asyncio's included, is untouched).
 Its structlog lines go to `log_file` (see logroute). Process mode runs `python -m minikafka.broker serve`
-with JSON logs into `log_file`, and reads the port from its `broker ready` line.
+with JSON logs into `log_file` and its admin listener on a free port, and reads both ports from its
+`broker ready` line.
+
+The control plane (`add_fault`, `faults`, `remove_fault`, `clear_faults`, `state`) works in both modes:
+in-process it runs on the broker's event loop thread, in process mode it goes over the HTTP admin API.
 """
 
 from __future__ import annotations
@@ -27,20 +31,25 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
 
 import structlog
 from minikafka.broker.config import BrokerConfig, build_config
+from minikafka.broker.faults import FaultSpecError
 
 from .logroute import route_current_thread, unroute_current_thread
 
 if TYPE_CHECKING:
     from minikafka.broker.server import BrokerServer
+    from minikafka.broker.services import BrokerServices
 
+T = TypeVar("T")
 Mode = Literal["inprocess", "process"]
 MODES: tuple[Mode, ...] = ("inprocess", "process")
 HOST = "127.0.0.1"
@@ -48,6 +57,7 @@ _READY_POLL_S = 0.01
 # After a kill the broker's remaining tasks are cancelled so their memory is freed; they cannot touch
 # the disk any more (the logs are closed), so this bound only limits how long kill() may take.
 _DRAIN_AFTER_CRASH_S = 5.0
+ADMIN_PORT_KEY = "admin.listener.port"
 
 
 class BrokerError(RuntimeError):
@@ -85,6 +95,7 @@ class _InProcessBroker:
         self.config = config
         self.log_sink = log_sink
         self.port = 0
+        self.admin_port: int | None = None
         self._loop = _new_event_loop()
         self._server: BrokerServer | None = None
         self._ready = threading.Event()
@@ -130,13 +141,20 @@ class _InProcessBroker:
         server = BrokerServer(self.config)
         await server.start()
         self._server = server
-        if self.config.port:
-            self.port = self.config.port
-        elif server.node is not None and self.config.advertised_port is None:
-            self.port = server.node.port
-        else:
-            # The node advertises another port; the bound one is only on the listener.
-            self.port = server._listener.getsockname()[1] if server._listener is not None else 0
+        self.port = server.bound_port
+        self.admin_port = server.admin_port
+
+    def call(self, operation: Callable[[BrokerServer], T], timeout: float) -> T:
+        """Run `operation` on the broker's event loop thread, where its state may be touched, and return
+        what it returns (or raise what it raises)."""
+        server = self._server
+        if server is None or not self._thread.is_alive():
+            raise BrokerError("the broker is not running")
+
+        async def run() -> T:
+            return operation(server)
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)
 
     def _log_loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """Keep asyncio's complaints about this loop in the broker's log, not in the caller's logging."""
@@ -186,14 +204,15 @@ class _InProcessBroker:
         and the loop stopped; clients see their connections drop when the remaining tasks are cancelled.
         """
         self._crashed = True
-        server = self._server
-        if server is not None:
-            if server.services is not None:
-                server.services.logs.close(clean=False)
-            # BrokerServer has no public abort; its listener must go now so the port is free for restart().
-            if server._listener is not None:
-                server._listener.close()
+        if self._server is not None:
+            self._server.abort()  # its listeners go now, so the port is free for restart()
         self._loop.stop()
+
+
+def _services(server: BrokerServer) -> BrokerServices:
+    if server.services is None:
+        raise BrokerError("the broker is not running")
+    return server.services
 
 
 # Subprocess brokers still running; killed at interpreter exit so a Broker that was never closed (a test
@@ -214,10 +233,14 @@ class _SubprocessBroker:
     def __init__(self, config: Mapping[str, str], host: str, port: int, data_dir: Path, log_path: Path) -> None:
         self.args = [sys.executable, "-m", "minikafka.broker", "serve", "--host", host, "--port", str(port),
                      "--data-dir", str(data_dir), "--log-format", "json"]
+        if ADMIN_PORT_KEY not in config:
+            # The control plane (faults, state) reaches a subprocess over its admin listener.
+            self.args += ["--admin-port", "0"]
         for key, value in config.items():
             self.args += ["--override", f"{key}={value}"]
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
+        self.admin_port: int | None = None
 
     def start(self, timeout: float) -> int:
         start_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
@@ -243,7 +266,10 @@ class _SubprocessBroker:
         for line in text.splitlines():
             if '"broker ready"' in line:
                 with contextlib.suppress(ValueError, KeyError, TypeError):
-                    return int(json.loads(line)["port"])
+                    ready = json.loads(line)
+                    admin_port = ready.get("admin_port")
+                    self.admin_port = int(admin_port) if admin_port is not None else None
+                    return int(ready["port"])
         return None
 
     def stop(self, timeout: float) -> None:
@@ -327,6 +353,82 @@ class Broker:
 
     def log_tail(self, lines: int = 40) -> str:
         return _log_tail(self._log_path, lines) if self._log_path is not None else ""
+
+    # --- control plane: faults and state (README "Control plane") ------------------------
+
+    @property
+    def admin_url(self) -> str | None:
+        """The admin listener's "http://127.0.0.1:PORT" (always on in process mode; in-process only when
+        admin.listener.port is configured), for tools in other languages; None when it is off."""
+        admin_port = self._running.admin_port if self._running is not None else None
+        return f"http://{HOST}:{admin_port}" if admin_port is not None else None
+
+    def add_fault(self, api: str | int, error: str | int | None = None, *, count: int | None = 1,
+                  delay_ms: int | None = None, drop: Literal["before", "after"] | None = None,
+                  throttle_ms: int | None = None, topic: str | None = None, partition: int | None = None,
+                  group_id: str | None = None, transactional_id: str | None = None,
+                  client_id: str | None = None) -> dict[str, Any]:
+        """Make the next `count` requests of `api` (None: all, until removed) that match the filters fail
+        with `error`, wait `delay_ms`, lose their connection (`drop`) or carry `throttle_ms`. Names are
+        Kafka's ("Produce", "NOT_LEADER_OR_FOLLOWER"), numbers work too. Returns the rule, with its "id".
+        A bad rule raises FaultSpecError (a ValueError). Rules end with the broker run: restart() clears them.
+        """
+        optional = {"error": error, "delay_ms": delay_ms, "drop": drop, "throttle_ms": throttle_ms, "topic": topic,
+                    "partition": partition, "group_id": group_id, "transactional_id": transactional_id,
+                    "client_id": client_id}
+        spec: dict[str, Any] = {"api": api, "count": count}
+        spec.update((key, value) for key, value in optional.items() if value is not None)
+        if isinstance(self._running, _InProcessBroker):
+            return self._running.call(lambda server: _services(server).faults.add(spec).to_json(), self.timeout)
+        return self._admin("POST", "/faults", spec)["fault"]  # type: ignore[no-any-return]
+
+    def faults(self) -> list[dict[str, Any]]:
+        """The rules still active, oldest first, each with how often it fired and how often it still will."""
+        if isinstance(self._running, _InProcessBroker):
+            return self._running.call(lambda server: _services(server).faults.list(), self.timeout)
+        return self._admin("GET", "/faults")["faults"]  # type: ignore[no-any-return]
+
+    def remove_fault(self, fault_id: int) -> bool:
+        if isinstance(self._running, _InProcessBroker):
+            return self._running.call(lambda server: _services(server).faults.remove(fault_id), self.timeout)
+        try:
+            self._admin("DELETE", f"/faults/{int(fault_id)}")
+        except KeyError:
+            return False
+        return True
+
+    def clear_faults(self) -> int:
+        """Remove every rule; returns how many there were."""
+        if isinstance(self._running, _InProcessBroker):
+            return self._running.call(lambda server: _services(server).faults.clear(), self.timeout)
+        return int(self._admin("DELETE", "/faults")["removed"])
+
+    def state(self) -> dict[str, Any]:
+        """A JSON-shaped snapshot: topics -> partitions (log start, high watermark, last stable offset, log
+        end, segments, producers) and groups (state, generation, members, committed offsets)."""
+        if isinstance(self._running, _InProcessBroker):
+            from minikafka.broker.admin_http import state_snapshot
+
+            return self._running.call(lambda server: state_snapshot(_services(server)), self.timeout)
+        return self._admin("GET", "/state")
+
+    def _admin(self, method: str, path: str, body: object = None) -> dict[str, Any]:
+        url = self.admin_url
+        if url is None:
+            raise BrokerError("the broker is not running, or runs without its admin listener")
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read())  # type: ignore[no-any-return]
+        except urllib.error.HTTPError as exc:
+            message = json.loads(exc.read() or b"{}").get("error", str(exc))
+            if exc.code == 400:
+                raise FaultSpecError(message) from None
+            if exc.code == 404:
+                raise KeyError(message) from None
+            raise BrokerError(f"admin {method} {path}: HTTP {exc.code}: {message}") from None
 
     # --- life cycle ----------------------------------------------------------------------
 

@@ -113,6 +113,17 @@ def minikafka_session(pytestconfig: pytest.Config) -> Iterator[Broker]:
             del pytestconfig.stash[_session_broker_key]
 
 
+@pytest.fixture(autouse=True)
+def _minikafka_session_faults_cleared(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fault rules a test adds to the shared session broker end with that test, not in the next one."""
+    yield
+    if "minikafka_session" not in request.fixturenames:
+        return
+    broker = request.config.stash.get(_session_broker_key, None)
+    if broker is not None and broker.running:
+        broker.clear_faults()
+
+
 @pytest.fixture
 def minikafka_bootstrap(minikafka_session: Broker) -> str:
     """The session broker's bootstrap servers, "127.0.0.1:PORT"."""

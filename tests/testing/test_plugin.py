@@ -198,3 +198,16 @@ def test_fails(minikafka, minikafka_bootstrap):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*minikafka session broker log (last 50 lines*", "*broker ready*",
                                  "*minikafka test broker log (last 50 lines*", "*broker ready*"])
+
+
+def test_faults_added_to_the_session_broker_end_with_their_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_fault_scope='''
+def test_adds_a_lasting_fault(minikafka_session):
+    minikafka_session.add_fault(api="Metadata", error="NOT_COORDINATOR", count=None, topic="never-used")
+    assert len(minikafka_session.faults()) == 1
+
+def test_runs_after_and_sees_none(minikafka_session):
+    assert minikafka_session.faults() == []
+''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", timeout=240)
+    result.assert_outcomes(passed=2)

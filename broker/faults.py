@@ -1,0 +1,419 @@
+"""Fault rules: make chosen requests fail, stall, lose their connection or be throttled, on purpose.
+
+A rule names one API and, optionally, narrows it to a topic (and partition), a group id, a
+transactional id or a client id. The next `count` requests it matches (or every one, with
+count=None, until the rule is removed) get, in this order: a delay of `delay_ms`; a dropped
+connection ("before" handling: nothing happens; "after": the request takes effect, its response is
+lost); an error code instead of handling (`error`); `throttle_ms` in the response's throttle_time_ms.
+The first matching rule, in the order rules were added, is used and counted; the others stay.
+
+Errors are built by broker/error_response.py, so they look like a real broker's. With a topic
+filter, only the matched partitions of a request that lists topics (Produce, Fetch, ListOffsets,
+OffsetCommit, AddPartitionsToTxn, Metadata ...) get the error, as a broker that is not the leader
+of those partitions answers; the rest of the request is handled normally and the two answers are
+merged. Requests that name no topic (or Metadata asking for all topics) never match a topic filter.
+
+The table is read by dispatch on every request; with no rules the cost is one truth test of an
+empty dict. Rules live in the running broker only: a restart starts with none, as with kfake's
+ControlKey and librdkafka's mock cluster.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import itertools
+import typing
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import Any
+
+import structlog
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.errors import ErrorCode
+
+from .error_response import error_response
+
+_log = structlog.get_logger("minikafka.faults")
+
+DROP_BEFORE = "before"
+DROP_AFTER = "after"
+DROP_POINTS = (DROP_BEFORE, DROP_AFTER)
+# Longest delay or throttle a rule may ask for: a stuck request past Kafka clients' default
+# request.timeout.ms (30 s) ten times over tests nothing more.
+MAX_DELAY_MS = 300_000
+# Rules one broker holds; a test suite adding rules in a loop without clearing them is a bug to report.
+MAX_RULES = 10_000
+_PARTITION_KEYS = ("partition_index", "partition", "index")
+_TOPIC_KEYS = ("name", "topic")
+_SPEC_KEYS = frozenset({"api", "error", "count", "delay_ms", "drop", "throttle_ms", "topic", "partition",
+                        "group_id", "transactional_id", "client_id"})
+
+
+class FaultSpecError(ValueError):
+    """A fault rule that cannot be used; the message says which field and why."""
+
+
+def _normalized(name: str) -> str:
+    return name.replace("_", "").replace("-", "").lower()
+
+
+_API_BY_NAME = {_normalized(key.name): key for key in ApiKey}
+_ERROR_BY_NAME = {_normalized(code.name): code for code in ErrorCode}
+
+
+def kafka_api_name(key: int) -> str:
+    """Kafka's spelling, "FindCoordinator" for FIND_COORDINATOR."""
+    return "".join(part.capitalize() for part in ApiKey(key).name.split("_"))
+
+
+def api_key_of(value: object) -> ApiKey:
+    """An API served here, by Kafka's name ("Produce", "FindCoordinator"; case and _ ignored) or key."""
+    if isinstance(value, bool):
+        raise FaultSpecError(f"api: expected a Kafka API name or key, got {value!r}")
+    if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+        try:
+            return ApiKey(int(value))
+        except ValueError:
+            raise FaultSpecError(f"api: key {value} is not an API minikafka serves") from None
+    if isinstance(value, str) and _normalized(value) in _API_BY_NAME:
+        return _API_BY_NAME[_normalized(value)]
+    raise FaultSpecError(f"api: unknown API {value!r} (use Kafka's names, such as Produce or FindCoordinator)")
+
+
+def error_code_of(value: object) -> ErrorCode:
+    """A Kafka error by name (NOT_LEADER_OR_FOLLOWER, any case) or number; NONE is not an error."""
+    code: ErrorCode | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        code = ErrorCode(value) if value in ErrorCode._value2member_map_ else None
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.lstrip("-").isdigit():
+            return error_code_of(int(text))
+        code = _ERROR_BY_NAME.get(_normalized(text))
+    if code is None:
+        raise FaultSpecError(f"error: unknown Kafka error {value!r} (use a name such as NOT_LEADER_OR_FOLLOWER "
+                             "or its number)")
+    if code == ErrorCode.none:
+        raise FaultSpecError("error: NONE is not an error")
+    return code
+
+
+def _optional_int(spec: Mapping[str, Any], key: str, low: int, high: int) -> int | None:
+    value = spec.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise FaultSpecError(f"{key}: expected an integer from {low} to {high}, got {value!r}")
+    return value
+
+
+def _optional_str(spec: Mapping[str, Any], key: str) -> str | None:
+    value = spec.get(key)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise FaultSpecError(f"{key}: expected a non-empty string, got {value!r}")
+    return value
+
+
+@dataclasses.dataclass(slots=True)
+class FaultRule:
+    id: int
+    api_key: ApiKey
+    error: ErrorCode | None = None
+    delay_ms: int = 0
+    drop: str | None = None
+    throttle_ms: int | None = None
+    remaining: int | None = 1  # None: until removed
+    topic: str | None = None
+    partition: int | None = None
+    group_id: str | None = None
+    transactional_id: str | None = None
+    client_id: str | None = None
+    fired: int = 0
+
+    def selects(self, topic: str, partition: int | None) -> bool:
+        return topic == self.topic and (self.partition is None or partition is None or partition == self.partition)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "api": kafka_api_name(self.api_key), "api_key": int(self.api_key),
+            "error": self.error.name.upper() if self.error is not None else None,
+            "error_code": int(self.error) if self.error is not None else None,
+            "delay_ms": self.delay_ms, "drop": self.drop, "throttle_ms": self.throttle_ms,
+            "remaining": self.remaining, "fired": self.fired, "topic": self.topic, "partition": self.partition,
+            "group_id": self.group_id, "transactional_id": self.transactional_id, "client_id": self.client_id,
+        }
+
+
+def parse_rule(spec: Mapping[str, Any], rule_id: int) -> FaultRule:
+    """A rule from its JSON form (the HTTP body and the Python keywords are the same names)."""
+    if not isinstance(spec, Mapping):
+        raise FaultSpecError("a fault rule is a JSON object")
+    unknown = sorted(set(spec) - _SPEC_KEYS)
+    if unknown:
+        raise FaultSpecError(f"unknown field(s) {', '.join(map(str, unknown))}; known: {', '.join(sorted(_SPEC_KEYS))}")
+    if "api" not in spec:
+        raise FaultSpecError("api: required (a Kafka API name such as Produce, or its key)")
+    drop = spec.get("drop")
+    if drop is not None and drop not in DROP_POINTS:
+        raise FaultSpecError(f"drop: expected {' or '.join(DROP_POINTS)}, got {drop!r}")
+    count = spec.get("count", 1)
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+        raise FaultSpecError(f"count: expected a positive integer, or null for until removed; got {count!r}")
+    rule = FaultRule(
+        id=rule_id, api_key=api_key_of(spec["api"]),
+        error=error_code_of(spec["error"]) if spec.get("error") is not None else None,
+        delay_ms=_optional_int(spec, "delay_ms", 0, MAX_DELAY_MS) or 0, drop=drop,
+        throttle_ms=_optional_int(spec, "throttle_ms", 0, MAX_DELAY_MS), remaining=count,
+        topic=_optional_str(spec, "topic"), partition=_optional_int(spec, "partition", 0, 2**31 - 1),
+        group_id=_optional_str(spec, "group_id"), transactional_id=_optional_str(spec, "transactional_id"),
+        client_id=_optional_str(spec, "client_id"),
+    )
+    if rule.error is None and not rule.delay_ms and rule.drop is None and rule.throttle_ms is None:
+        raise FaultSpecError("a rule needs at least one of error, delay_ms, drop, throttle_ms")
+    if rule.partition is not None and rule.topic is None:
+        raise FaultSpecError("partition: needs topic")
+    if rule.error is not None and rule.drop == DROP_AFTER:
+        raise FaultSpecError("drop=after needs the request handled, which error prevents; use one of them")
+    return rule
+
+
+# --- what a request names ------------------------------------------------------------------------
+
+
+def _group_ids(api_key: int, request: Any) -> tuple[str, ...]:
+    group_id = getattr(request, "group_id", None)
+    if isinstance(group_id, str):
+        return (group_id,)
+    if api_key == ApiKey.FIND_COORDINATOR:
+        return _coordinator_keys(request, key_type=0)
+    if api_key == ApiKey.OFFSET_FETCH:  # v8+: a batch of groups
+        return tuple(group.group_id for group in getattr(request, "groups", ()) or ())
+    if api_key == ApiKey.DESCRIBE_GROUPS:
+        return tuple(request.groups)
+    if api_key == ApiKey.DELETE_GROUPS:
+        return tuple(request.groups_names)
+    return ()
+
+
+def _transactional_ids(api_key: int, request: Any) -> tuple[str, ...]:
+    # AddPartitionsToTxn v0-3 names it v3_and_below_transactional_id.
+    transactional_id = getattr(request, "transactional_id", getattr(request, "v3_and_below_transactional_id", None))
+    if isinstance(transactional_id, str):
+        return (transactional_id,)
+    if api_key == ApiKey.FIND_COORDINATOR:
+        return _coordinator_keys(request, key_type=1)
+    if api_key == ApiKey.DESCRIBE_TRANSACTIONS:
+        return tuple(request.transactional_ids)
+    return ()
+
+
+def _coordinator_keys(request: Any, key_type: int) -> tuple[str, ...]:
+    if getattr(request, "key_type", 0) != key_type:  # v0 has no key_type: groups only
+        return ()
+    if hasattr(request, "coordinator_keys"):  # v4+
+        return tuple(request.coordinator_keys)
+    return (request.key,)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _TopicShape:
+    """Where a request or response lists topics: `topics[].<name>` with `topics[].<partitions>[]`."""
+
+    topics: str
+    name: str
+    partitions: str | None  # None: topics only (Metadata)
+    partition_key: str | None  # None: the partitions are plain ints (AddPartitionsToTxn v0-3)
+
+
+def _field_types(cls: type) -> list[tuple[str, Any]]:
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if type(None) in typing.get_args(hint):
+            hint = args[0]
+        out.append((f.name, hint))
+    return out
+
+
+def _array_element(hint: Any) -> Any:
+    return typing.get_args(hint)[0] if typing.get_origin(hint) is tuple else None
+
+
+def _class_of(value: Any) -> type:
+    return type(value)  # typed `type`, so the cached lookups below accept it
+
+
+@cache
+def topic_shape(cls: type) -> _TopicShape | None:
+    for name, hint in _field_types(cls):
+        element = _array_element(hint)
+        if not (isinstance(element, type) and dataclasses.is_dataclass(element)):
+            continue
+        element_fields = _field_types(element)
+        names = [field for field, _ in element_fields]
+        topic_key = next((key for key in _TOPIC_KEYS if key in names), None)
+        if topic_key is None:
+            continue
+        for sub_name, sub_hint in element_fields:
+            sub_element = _array_element(sub_hint)
+            if sub_element is None:
+                continue
+            if "partition" not in sub_name:
+                continue  # CreateTopics' `assignments` list partitions too, but the topic is what it creates
+            if isinstance(sub_element, type) and dataclasses.is_dataclass(sub_element):
+                sub_names = {field.name for field in dataclasses.fields(sub_element)}
+                key = next((k for k in _PARTITION_KEYS if k in sub_names), None)
+                if key is not None:
+                    return _TopicShape(name, topic_key, sub_name, key)
+            else:
+                return _TopicShape(name, topic_key, sub_name, None)
+        return _TopicShape(name, topic_key, None, None)
+    return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Split:
+    """A request cut in two by a topic filter: what the fault answers, and what is handled normally."""
+
+    matched: Any
+    rest: Any | None  # None: every partition matched
+
+
+def split_request(request: Any, selects: Callable[[str, int | None], bool]) -> Split | None:
+    """None when nothing in the request matches (or it names no topics)."""
+    shape = topic_shape(_class_of(request))
+    if shape is None:
+        return None
+    entries = getattr(request, shape.topics, None) or ()
+    matched: list[Any] = []
+    rest: list[Any] = []
+    for entry in entries:
+        topic = getattr(entry, shape.name)
+        partitions = getattr(entry, shape.partitions) if shape.partitions is not None else ()
+        if not partitions:
+            (matched if isinstance(topic, str) and selects(topic, None) else rest).append(entry)
+            continue
+        assert shape.partitions is not None
+        hit: list[Any] = []
+        miss: list[Any] = []
+        for partition in partitions:
+            index = getattr(partition, shape.partition_key) if shape.partition_key is not None else partition
+            (hit if selects(topic, index) else miss).append(partition)
+        if hit:
+            matched.append(dataclasses.replace(entry, **{shape.partitions: tuple(hit)}))
+        if miss:
+            rest.append(dataclasses.replace(entry, **{shape.partitions: tuple(miss)}))
+    if not matched:
+        return None
+    return Split(dataclasses.replace(request, **{shape.topics: tuple(matched)}),
+                 dataclasses.replace(request, **{shape.topics: tuple(rest)}) if rest else None)
+
+
+def partition_errors(split: Split, code: ErrorCode) -> Any | None:
+    """The error answer for the matched topics and partitions only, the request itself successful; None
+    when the API reports such an error only for the whole request (OffsetFetch v2-7, OffsetDelete)."""
+    answer = error_response(split.matched, code, None)
+    shape = topic_shape(_class_of(answer))
+    if shape is None or not getattr(answer, shape.topics, None):
+        return None
+    if _has_field(_class_of(answer), "error_code"):
+        answer = dataclasses.replace(answer, error_code=ErrorCode.none)  # Fetch's top-level error_code
+    return answer
+
+
+def merge_responses(handled: Any, injected: Any) -> Any:
+    """`handled` with the topics and partitions of `injected` added (same response class)."""
+    shape = topic_shape(_class_of(handled))
+    assert shape is not None, f"{type(handled).__name__} lists no topics"
+    topics = list(getattr(handled, shape.topics))
+    position = {getattr(entry, shape.name): i for i, entry in enumerate(topics)}
+    for entry in getattr(injected, shape.topics):
+        i = position.get(getattr(entry, shape.name))
+        if i is None or shape.partitions is None:
+            topics.append(entry)
+            continue
+        merged = getattr(topics[i], shape.partitions) + getattr(entry, shape.partitions)
+        topics[i] = dataclasses.replace(topics[i], **{shape.partitions: merged})
+    return dataclasses.replace(handled, **{shape.topics: tuple(topics)})
+
+
+@cache
+def _has_field(cls: type, name: str) -> bool:
+    return any(f.name == name for f in dataclasses.fields(cls))
+
+
+def with_throttle(response: Any, throttle_ms: int) -> Any:
+    """The response with throttle_time_ms set; a response without the field is returned as it is."""
+    if not _has_field(_class_of(response), "throttle_time"):
+        return response
+    return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
+
+
+# --- the table -------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FaultHit:
+    rule: FaultRule
+    split: Split | None  # set when the rule has a topic filter
+
+
+class FaultTable:
+    """The rules of one broker; used from its event loop only (Broker calls in through the loop)."""
+
+    def __init__(self) -> None:
+        # Ordered by id: the first rule added wins when several match.
+        self.rules: dict[int, FaultRule] = {}
+        self._ids = itertools.count(1)
+
+    def add(self, spec: Mapping[str, Any]) -> FaultRule:
+        if len(self.rules) >= MAX_RULES:
+            raise FaultSpecError(f"too many fault rules ({MAX_RULES}); clear some first")
+        rule = parse_rule(spec, next(self._ids))
+        self.rules[rule.id] = rule
+        _log.info("fault rule added", **{key: value for key, value in rule.to_json().items() if value is not None})
+        return rule
+
+    def list(self) -> list[dict[str, Any]]:
+        return [rule.to_json() for rule in self.rules.values()]
+
+    def remove(self, rule_id: int) -> bool:
+        removed = self.rules.pop(rule_id, None) is not None
+        if removed:
+            _log.info("fault rule removed", fault_id=rule_id)
+        return removed
+
+    def clear(self) -> int:
+        count = len(self.rules)
+        self.rules.clear()
+        if count:
+            _log.info("fault rules cleared", count=count)
+        return count
+
+    def take(self, api_key: int, client_id: str | None, request: Any) -> FaultHit | None:
+        """The hit of the first rule matching this request, counted; None when no rule matches."""
+        for rule in self.rules.values():
+            if rule.api_key != api_key:
+                continue
+            if rule.client_id is not None and rule.client_id != client_id:
+                continue
+            if rule.group_id is not None and rule.group_id not in _group_ids(api_key, request):
+                continue
+            if rule.transactional_id is not None and rule.transactional_id not in _transactional_ids(api_key,
+                                                                                                     request):
+                continue
+            split = None
+            if rule.topic is not None:
+                split = split_request(request, rule.selects)
+                if split is None:
+                    continue
+            rule.fired += 1
+            if rule.remaining is not None:
+                rule.remaining -= 1
+                if rule.remaining <= 0:
+                    del self.rules[rule.id]
+            return FaultHit(rule, split)
+        return None
