@@ -1,0 +1,1 @@
+"""Crash soak: real clients write while the broker is killed with SIGKILL and restarted, cycle after cycle."""
