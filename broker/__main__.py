@@ -1,5 +1,5 @@
 """`minikafka serve [PROPERTIES_FILE] [--override KEY=VALUE ...] [--host H] [--port P] [--data-dir DIR]
-[--admin-port P]`
+[--admin-port P] [--clock manual] [--kafka-version V]`
 and `minikafka txn-log [--data-dir DIR] [--transactional-id ID]`."""
 
 from __future__ import annotations
@@ -38,6 +38,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--admin-port", type=int,
                        help="serve the HTTP admin API (faults, state) on this port, 0 for a free one; "
                             "binds admin.listener.host (default 127.0.0.1). Off by default")
+    serve.add_argument("--clock", choices=["system", "manual"],
+                       help="manual: time moves only when advanced over the admin API (POST /clock/advance), "
+                            "so tests reach timeouts at once (sets minikafka.clock)")
+    serve.add_argument("--kafka-version", metavar="VERSION",
+                       help="behave as this Kafka release: 2.8, 3.0-3.9 (3.x: 3.9), 4.0 or 4.1 (default, the "
+                            "newest); limits ApiVersions and defaults to that release's (sets minikafka.kafka.version)")
     serve.add_argument("--log-format", choices=["console", "json"], default="console")
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
     txn_log = commands.add_parser(
@@ -62,7 +68,7 @@ async def _serve(config: BrokerConfig) -> int:
     from .server import BrokerServer  # imported late so `--help` and config errors stay fast
 
     log = structlog.get_logger("minikafka")
-    server = BrokerServer(config)
+    server = BrokerServer(config, owns_process=True)
     try:
         await server.start()
     except OSError as exc:
@@ -95,8 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     log = structlog.get_logger("minikafka")
     try:
         admin_override = [] if args.admin_port is None else [f"admin.listener.port={args.admin_port}"]
+        clock_override = [] if args.clock is None else [f"minikafka.clock={args.clock}"]
+        version_override = [] if args.kafka_version is None else [f"minikafka.kafka.version={args.kafka_version}"]
         config = build_config(
-            properties_file=args.properties, overrides=[*args.override, *admin_override],
+            properties_file=args.properties, overrides=[*args.override, *admin_override, *clock_override,
+                                                          *version_override],
             host=args.host, port=args.port, data_dir=args.data_dir,
         )
     except ConfigError as exc:

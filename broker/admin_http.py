@@ -7,6 +7,16 @@
     GET    /faults/{id}     {"fault": rule}, or 404
     DELETE /faults/{id}     {"removed": 1}, or 404
     GET    /state           topics, partitions, producers and groups (state_snapshot below)
+    GET    /state/wait?topic=T&partition=P&lso=N&timeout_ms=MS
+                            200 {"partition": ...} once P's last stable offset is >= N; 408 with the
+                            partition as it was when timeout_ms (default 10000, at most 60000) passed
+    GET    /clock           {"clock": "system"|"manual", "now_ms": N, "advanced_ms": N|null}
+    POST   /clock/advance   body {"ms": N}: move a manual clock, running every timeout it passes; 409 on
+                            the system clock
+    GET    /crash-points    {"armed": [...], "available": [...]}
+    POST   /crash-points    body {"point": NAME}: the broker process dies as kill -9 would when a
+                            transaction ending passes NAME (broker/crash_points.py) -> 201
+    DELETE /crash-points    {"removed": N}
 
 Off unless `admin.listener.port` (`--admin-port`) is set; binds 127.0.0.1 unless
 `admin.listener.host` says otherwise, since anyone who reaches it can make the broker fail.
@@ -20,10 +30,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from minikafka.coordinator.transaction.coordinator import CRASH_POINTS
+from minikafka.storage.clock import ManualClock
 
+from .crash_points import CrashPointError
 from .faults import FaultSpecError
 
 if TYPE_CHECKING:
@@ -34,11 +48,17 @@ _log = structlog.get_logger("minikafka.admin")
 MAX_HEAD_BYTES = 16 * 1024
 MAX_BODY_BYTES = 64 * 1024
 REQUEST_TIMEOUT_S = 10.0
+# /state/wait: how long a wait may be asked for, and how often the partition is looked at meanwhile.
+DEFAULT_WAIT_MS = 10_000
+MAX_WAIT_MS = 60_000
+_WAIT_POLL_S = 0.005
+# Largest single clock advance: a year, far past every Kafka default timeout.
+MAX_ADVANCE_MS = 366 * 24 * 3600 * 1000
 MAX_CONNECTIONS = 32
 _DISCARD_S = 1.0
 _DISCARD_BYTES = 1024 * 1024
 _REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            408: "Request Timeout", 411: "Length Required", 413: "Content Too Large",
+            408: "Request Timeout", 409: "Conflict", 411: "Length Required", 413: "Content Too Large",
             431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable"}
 
 
@@ -46,6 +66,22 @@ class HttpError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+def _partition_state(log: Any) -> dict[str, Any]:
+    return {
+        "log_start_offset": log.log_start_offset,
+        "high_watermark": log.high_watermark,
+        "last_stable_offset": log.last_stable_offset,
+        "log_end_offset": log.log_end_offset,
+        "segments": len(log.segments),
+        "producers": [
+            {"producer_id": entry.producer_id, "epoch": entry.epoch, "last_sequence": entry.last_seq,
+             "open_transaction_first_offset":
+                 entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else None}
+            for entry in sorted(log.producer_state.entries.values(), key=lambda e: e.producer_id)
+        ],
+    }
 
 
 def state_snapshot(services: BrokerServices) -> dict[str, Any]:
@@ -61,19 +97,7 @@ def state_snapshot(services: BrokerServices) -> dict[str, Any]:
             log = logs.partition(meta.name, index)
             if log is None:
                 continue
-            partitions[str(index)] = {
-                "log_start_offset": log.log_start_offset,
-                "high_watermark": log.high_watermark,
-                "last_stable_offset": log.last_stable_offset,
-                "log_end_offset": log.log_end_offset,
-                "segments": len(log.segments),
-                "producers": [
-                    {"producer_id": entry.producer_id, "epoch": entry.epoch, "last_sequence": entry.last_seq,
-                     "open_transaction_first_offset":
-                         entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else None}
-                    for entry in sorted(log.producer_state.entries.values(), key=lambda e: e.producer_id)
-                ],
-            }
+            partitions[str(index)] = _partition_state(log)
         topics[meta.name] = {"topic_id": str(meta.topic_id), "partitions": partitions}
     coordinator = services.groups
     groups: dict[str, Any] = {}
@@ -96,6 +120,52 @@ def state_snapshot(services: BrokerServices) -> dict[str, Any]:
             "committed": committed,
         }
     return {"topics": topics, "groups": groups}
+
+
+def clock_snapshot(services: BrokerServices) -> dict[str, Any]:
+    clock = services.clock
+    manual = isinstance(clock, ManualClock)
+    return {"clock": "manual" if manual else "system", "now_ms": clock.now_ms(),
+            "advanced_ms": clock.advanced_ms if isinstance(clock, ManualClock) else None}
+
+
+def advance_clock(services: BrokerServices, ms: object) -> dict[str, Any]:
+    """Move a manual clock by `ms`, running what becomes due; HttpError for a bad amount or clock."""
+    if isinstance(ms, bool) or not isinstance(ms, int) or not 0 <= ms <= MAX_ADVANCE_MS:
+        raise HttpError(400, f"ms: expected an integer from 0 to {MAX_ADVANCE_MS}, got {ms!r}")
+    clock = services.clock
+    if not isinstance(clock, ManualClock):
+        raise HttpError(409, "the broker runs on the system clock; start it with --clock manual "
+                             "(minikafka.clock=manual) to advance time")
+    clock.advance(ms)
+    _log.info("clock advanced", ms=ms, now_ms=clock.now_ms())
+    return clock_snapshot(services)
+
+
+def partition_snapshot(services: BrokerServices, topic: str, partition: int) -> dict[str, Any] | None:
+    log = services.logs.partition(topic, partition)
+    return None if log is None else _partition_state(log)
+
+
+def _json_body(body: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HttpError(400, f"body is not JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise HttpError(400, "body: expected a JSON object")
+    return parsed
+
+
+def _query_int(query: dict[str, list[str]], key: str, default: int | None = None) -> int:
+    values = query.get(key)
+    if not values:
+        if default is None:
+            raise HttpError(400, f"query parameter {key} is required")
+        return default
+    if not values[0].lstrip("-").isdigit():
+        raise HttpError(400, f"query parameter {key}: expected an integer, got {values[0][:20]!r}")
+    return int(values[0])
 
 
 async def _discard_unread(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -145,10 +215,13 @@ class AdminListener:
                 status, body = 503, {"error": f"more than {MAX_CONNECTIONS} admin connections"}
             else:
                 try:
-                    async with asyncio.timeout(REQUEST_TIMEOUT_S):
-                        status, body = await self._respond(reader)
-                except TimeoutError:
-                    status, body = 408, {"error": f"no complete request within {REQUEST_TIMEOUT_S:g}s"}
+                    try:
+                        async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                            method, target, body_bytes = await self._read_request(reader)
+                    except TimeoutError:
+                        raise HttpError(408, f"no complete request within {REQUEST_TIMEOUT_S:g}s") from None
+                    # Outside the read timeout: /state/wait holds the request as long as it was asked to.
+                    status, body = await self._respond(method, target, body_bytes)
                 except HttpError as exc:
                     status, body = exc.status, {"error": str(exc)}
                 except (ConnectionError, asyncio.IncompleteReadError):
@@ -169,7 +242,7 @@ class AdminListener:
             self._connections -= 1
             writer.close()
 
-    async def _respond(self, reader: asyncio.StreamReader) -> tuple[int, Any]:
+    async def _read_request(self, reader: asyncio.StreamReader) -> tuple[str, str, bytes]:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.LimitOverrunError:
@@ -195,7 +268,35 @@ class AdminListener:
         if length > MAX_BODY_BYTES:
             raise HttpError(413, f"body over {MAX_BODY_BYTES} bytes")
         body = await reader.readexactly(length) if length else b""
-        return self._route(method, target.split("?", 1)[0].rstrip("/") or "/", body)
+        return method, target, body
+
+    async def _respond(self, method: str, target: str, body: bytes) -> tuple[int, Any]:
+        path, _, query_text = target.partition("?")
+        path = path.rstrip("/") or "/"
+        if path == "/state/wait":
+            self._allow(method, "GET")
+            return await self._wait_for_lso(urllib.parse.parse_qs(query_text))
+        return self._route(method, path, body)
+
+    async def _wait_for_lso(self, query: dict[str, list[str]]) -> tuple[int, Any]:
+        topics = query.get("topic")
+        if not topics or not topics[0]:
+            raise HttpError(400, "query parameter topic is required")
+        topic, partition, lso = topics[0], _query_int(query, "partition", 0), _query_int(query, "lso")
+        timeout_ms = _query_int(query, "timeout_ms", DEFAULT_WAIT_MS)
+        if not 0 <= timeout_ms <= MAX_WAIT_MS:
+            raise HttpError(400, f"timeout_ms: from 0 to {MAX_WAIT_MS}, got {timeout_ms}")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        for _ in range(timeout_ms // int(_WAIT_POLL_S * 1000) + 2):  # the deadline ends it first
+            state = partition_snapshot(self.services, topic, partition)
+            if state is not None and state["last_stable_offset"] >= lso:
+                return 200, {"topic": topic, "partition": state}
+            if loop.time() >= deadline:
+                break
+            await asyncio.sleep(_WAIT_POLL_S)
+        return 408, {"error": f"the last stable offset of {topic}-{partition} did not reach {lso} within "
+                              f"{timeout_ms} ms", "topic": topic, "partition": state}
 
     def _route(self, method: str, path: str, body: bytes) -> tuple[int, Any]:
         faults = self.services.faults
@@ -205,6 +306,24 @@ class AdminListener:
         if path == "/state":
             self._allow(method, "GET")
             return 200, state_snapshot(self.services)
+        if path == "/clock":
+            self._allow(method, "GET")
+            return 200, clock_snapshot(self.services)
+        if path == "/clock/advance":
+            self._allow(method, "POST")
+            return 200, advance_clock(self.services, _json_body(body).get("ms"))
+        if path == "/crash-points":
+            self._allow(method, "GET", "POST", "DELETE")
+            crash_points = self.services.crash_points
+            if method == "GET":
+                return 200, {"armed": crash_points.list(), "available": list(CRASH_POINTS)}
+            if method == "DELETE":
+                return 200, {"removed": crash_points.clear()}
+            try:
+                point = crash_points.arm(_json_body(body).get("point"))
+            except CrashPointError as exc:
+                raise HttpError(400, str(exc)) from None
+            return 201, {"armed": point}
         if path == "/faults":
             self._allow(method, "GET", "POST", "DELETE")
             if method == "GET":
@@ -232,7 +351,8 @@ class AdminListener:
                 return 200, {"fault": found.to_json()}
             faults.remove(found.id)
             return 200, {"removed": 1}
-        raise HttpError(404, f"no such resource {path[:80]!r}; see GET /health, /faults, /state")
+        raise HttpError(404, f"no such resource {path[:80]!r}; see GET /health, /faults, /state, /clock, "
+                             "/crash-points")
 
     @staticmethod
     def _allow(method: str, *allowed: str) -> None:

@@ -17,6 +17,9 @@ from pathlib import Path
 from minikafka.storage.config import BROKER_LOG_KEYS, LogConfig, log_config_from_broker_properties
 from minikafka.storage.errors import InvalidConfig
 
+from .versions import NEWEST as NEWEST_KAFKA_VERSION
+from .versions import UnknownKafkaVersion, profile_defaults, resolve
+
 ENV_PREFIX = "MINIKAFKA_"
 
 
@@ -89,6 +92,13 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("admin.listener.port", "int", None,
      "minikafka: port of the HTTP admin listener (faults, state; README \"Control plane\"); unset: no listener, "
      "0: a free port. `--admin-port` sets it."),
+    ("minikafka.clock", "string", "system",
+     "minikafka: `system` (the wall clock) or `manual`: starts at the wall time and moves only when advanced "
+     "(admin API POST /clock/advance, Broker.advance_clock), running every timeout it passes. `--clock` sets it."),
+    ("minikafka.kafka.version", "string", None,
+     "minikafka: the Kafka release to behave as (2.8, 3.0-3.9 or 3.x, 4.0, 4.1; default the newest): ApiVersions "
+     "and the versions served are cut to that release's, and its defaults apply (README \"Kafka version "
+     "profiles\"). `--kafka-version` sets it."),
     ("admin.listener.host", "string", "127.0.0.1",
      "minikafka: address the admin listener binds; loopback unless set, as it can make the broker fail."),
 )
@@ -186,6 +196,8 @@ class BrokerConfig:
     shutdown_timeout_ms: int = 10000
     admin_port: int | None = None  # None: no admin listener
     admin_host: str = "127.0.0.1"
+    kafka_version: str = NEWEST_KAFKA_VERSION  # minikafka.kafka.version, a broker/versions.py profile
+    clock: str = "system"  # or "manual" (minikafka.clock)
     cluster_id: str | None = None
     log_defaults: LogConfig = field(default_factory=LogConfig)
     # Every property as given (after precedence), for DescribeConfigs' "static" source.
@@ -218,6 +230,16 @@ def _admin_port(value: str | None) -> int | None:
     if not 0 <= port <= 65535:
         raise ConfigError(f"invalid value {value!r} for configuration admin.listener.port: a port from 0 to 65535")
     return port
+
+
+CLOCKS = ("system", "manual")
+
+
+def _clock(value: str) -> str:
+    clock = value.strip().lower()
+    if clock not in CLOCKS:
+        raise ConfigError(f"invalid value {value!r} for configuration minikafka.clock: one of {', '.join(CLOCKS)}")
+    return clock
 
 
 def _per_ip_overrides(value: str) -> dict[str, int]:
@@ -259,7 +281,12 @@ def build_config(
         if key in BROKER_CONFIGS:
             _check_type(key, value, BROKER_CONFIGS[key].type)
     try:
-        log_defaults = log_config_from_broker_properties(props)
+        kafka_version = resolve(props.get("minikafka.kafka.version", NEWEST_KAFKA_VERSION).strip())
+    except UnknownKafkaVersion as exc:
+        raise ConfigError(f"invalid value for configuration minikafka.kafka.version: {exc}") from None
+    try:
+        # The release's defaults sit under what was given; they are not "set" (DescribeConfigs shows `props`).
+        log_defaults = log_config_from_broker_properties({**profile_defaults(kafka_version), **props})
     except InvalidConfig as exc:
         raise ConfigError(str(exc)) from None
 
@@ -314,6 +341,8 @@ def build_config(
         shutdown_timeout_ms=int(get("shutdown.timeout.ms")),
         admin_port=_admin_port(props.get("admin.listener.port")),
         admin_host=get("admin.listener.host"),
+        kafka_version=kafka_version,
+        clock=_clock(get("minikafka.clock")),
         cluster_id=props.get("cluster.id"),
         log_defaults=log_defaults,
         properties=dict(props),

@@ -45,8 +45,7 @@ def _forward_coordinator_logs() -> None:
 
 
 def make_group_coordinator(config: BrokerConfig, logs: Any, clock: Any) -> GroupCoordinator:
-    """Build the coordinator and replay `__consumer_offsets`; its timers start with `start()`."""
+    """Build the coordinator; the server replays `__consumer_offsets` (`load_steps`) once it is listening,
+    and its timers start with `start()`."""
     _forward_coordinator_logs()
-    coordinator = GroupCoordinator(logs, clock, group_config(config))
-    coordinator.load()
-    return coordinator
+    return GroupCoordinator(logs, clock, group_config(config))

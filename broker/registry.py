@@ -1,4 +1,10 @@
-"""Handler registry: each handler module declares API_KEY and VERSIONS; ApiVersions is built from it."""
+"""Handler registry: each handler module declares API_KEY and VERSIONS; ApiVersions is built from it.
+
+The Kafka version profile (broker/versions.py) cuts every range to what that release served; an API
+it did not have is left out. Handlers of the group and transaction coordinators answer
+COORDINATOR_LOAD_IN_PROGRESS until their coordinator has replayed its topic, as Kafka's do while a
+coordinator partition loads (the broker listens before that, see BrokerServer.start).
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,23 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from minikafka.protocol.api_keys import VersionRange, api_name, kio_range
+from minikafka.protocol.api_keys import ApiKey, VersionRange, api_name, kio_range
+from minikafka.protocol.errors import ErrorCode, KafkaError
+
+from .versions import NEWEST, limit
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
+
+# Requests Kafka sends to the group coordinator (TxnOffsetCommit included) or the transaction coordinator.
+GROUP_COORDINATOR_APIS: frozenset[int] = frozenset({
+    ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
+    ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.DELETE_GROUPS, ApiKey.OFFSET_DELETE,
+    ApiKey.TXN_OFFSET_COMMIT,
+})
+TRANSACTION_COORDINATOR_APIS: frozenset[int] = frozenset({
+    ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN,
+    ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS,
+})
 
 
 class DuplicateHandler(RuntimeError):
@@ -25,8 +45,28 @@ class Route:
     name: str
 
 
+def _coordinator_loading(api_key: int, services: Any, request: Any) -> bool:
+    if api_key in GROUP_COORDINATOR_APIS:
+        return not services.groups.loaded
+    if api_key == ApiKey.INIT_PRODUCER_ID and request.transactional_id is None:
+        return False  # an idempotent producer's id comes from the producer id block, not the coordinator
+    if api_key in TRANSACTION_COORDINATOR_APIS:
+        return not services.transactions.loaded
+    return False
+
+
+def _after_coordinator_load(api_key: int, handle: Handler) -> Handler:
+    async def handle_when_loaded(ctx: Any, request: Any) -> Any:
+        if _coordinator_loading(api_key, ctx.services, request):
+            raise KafkaError("the coordinator is loading", code=ErrorCode.coordinator_load_in_progress)
+        return await handle(ctx, request)
+
+    return handle_when_loaded
+
+
 class Registry:
-    def __init__(self, modules: Iterable[ModuleType] = ()) -> None:
+    def __init__(self, modules: Iterable[ModuleType] = (), kafka_version: str = NEWEST) -> None:
+        self.kafka_version = kafka_version
         self._routes: dict[int, Route] = {}
         for module in modules:
             self.register(module)
@@ -39,8 +79,14 @@ class Registry:
         parseable = kio_range(key)
         if versions.min < parseable.min or versions.max > parseable.max:
             raise ValueError(f"{module.__name__} declares {versions} but kio parses {parseable}")
-        advertised = getattr(module, "ADVERTISED_VERSIONS", versions)
-        self._routes[key] = Route(key, versions, advertised, module.handle, module.__name__)
+        served = limit(key, versions, self.kafka_version)
+        advertised = limit(key, getattr(module, "ADVERTISED_VERSIONS", versions), self.kafka_version)
+        if served is None or advertised is None:
+            return  # that Kafka release had no such API, or none of the versions we implement
+        handle = module.handle
+        if key in GROUP_COORDINATOR_APIS or key in TRANSACTION_COORDINATOR_APIS:
+            handle = _after_coordinator_load(key, handle)
+        self._routes[key] = Route(key, served, advertised, handle, module.__name__)
 
     def route(self, api_key: int) -> Route | None:
         return self._routes.get(api_key)

@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import math
 import socket
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 
 import structlog
 from minikafka.coordinator.producer_ids import ProducerIdManager
-from minikafka.storage.clock import Clock, SystemClock
+from minikafka.coordinator.timers import Timers
+from minikafka.storage.clock import Clock, ManualClock, SystemClock, next_periodic_run
 from minikafka.storage.manager import LogManager
 
 from .admin_http import AdminListener
@@ -32,8 +35,9 @@ _LISTEN_BACKLOG = 100
 # asyncio's StreamReader default: what a connection buffers from the socket before pausing reading.
 _STREAM_LIMIT = 64 * 1024
 _ACCEPT_RETRY_S = 0.1
-_IDLE_CHECK_MIN_INTERVAL_S = 0.05
-_IDLE_CHECK_MAX_INTERVAL_S = 1.0
+# Coordinator loading runs this long before letting waiting requests in (time.monotonic, not the broker
+# clock: a manual clock must not stall it).
+_LOAD_SLICE_S = 0.005
 
 
 def _family_of(host: str) -> socket.AddressFamily:
@@ -54,10 +58,20 @@ def _resolve_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
     return limits
 
 
+def _clock_for(config: BrokerConfig) -> Clock:
+    """minikafka.clock=manual: a clock starting at the wall time (so clients' CreateTime stays within
+    message.timestamp.after.max.ms of it) that moves only when advanced."""
+    if config.clock == "manual":
+        return ManualClock(SystemClock().now_ms())
+    return SystemClock()
+
+
 class BrokerServer:
-    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None, *, owns_process: bool = False) -> None:
+        """`owns_process`: the broker is the whole process (`minikafka serve`), so a crash point may kill it."""
         self.config = config
-        self.clock = clock or SystemClock()
+        self.owns_process = owns_process
+        self.clock = clock or _clock_for(config)
         self._listener: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
         # connection id -> (its Connection, None while being set up; the task serving it)
@@ -67,9 +81,11 @@ class BrokerServer:
         # Set whenever a connection closes, so an accept loop held at max.connections looks again.
         self._slot_freed = asyncio.Event()
         self._ids = itertools.count(1)
-        self._maintenance: asyncio.Task[None] | None = None
-        self._idle_check: asyncio.Task[None] | None = None
+        # The periodic jobs and the idle-connection check, on the broker clock: a manual clock runs them
+        # as `advance` passes their deadlines.
+        self._maintenance = Timers(self.clock, name="maintenance")
         self._stopped = asyncio.Event()
+        self._coordinator_load: asyncio.Task[None] | None = None
         self.services: BrokerServices | None = None
         self.node: Node | None = None
         self.admin: AdminListener | None = None
@@ -91,19 +107,45 @@ class BrokerServer:
         producer_ids = ProducerIdManager(config.data_dir)
         self.services = BrokerServices(
             config=config, clock=self.clock, cluster=cluster, logs=logs,
-            registry=Registry(all_handler_modules()), waiters=waiters, groups=groups, producer_ids=producer_ids,
+            registry=Registry(all_handler_modules(), config.kafka_version), waiters=waiters, groups=groups,
+            producer_ids=producer_ids,
             transactions=make_transaction_coordinator(config, logs, producer_ids.allocate, self.clock, groups,
                                                       waiters),
         )
+        self.services.crash_points.kills_process = self.owns_process
+        self.services.transactions.crash_point = self.services.crash_points.reach
         self.services.groups.start()
-        self._maintenance = asyncio.create_task(self._maintain(), name="maintenance")
-        self._idle_check = asyncio.create_task(self._close_idle_connections_forever(), name="idle connections")
+        self._schedule_maintenance()
+        self._maintenance.start()
         if config.admin_port is not None:
             self.admin = AdminListener(self.services, config.admin_host, config.admin_port)
             await self.admin.start()
         self._accepting = asyncio.create_task(self._accept_forever(self._listener), name="accept")
         _log.info("broker ready", host=config.host, port=bound_port, node_id=config.node_id,
-                  cluster_id=logs.cluster_id, data_dir=str(config.data_dir), admin_port=self.admin_port)
+                  cluster_id=logs.cluster_id, data_dir=str(config.data_dir), admin_port=self.admin_port,
+                  kafka_version=config.kafka_version)
+        self._coordinator_load = asyncio.create_task(self._load_coordinators(), name="coordinator load")
+
+    async def _load_coordinators(self) -> None:
+        """Replay `__consumer_offsets`, then `__transaction_state` (completing a Prepare* writes markers to
+        groups), in slices between requests, as Kafka loads coordinator partitions in the background; their
+        APIs answer COORDINATOR_LOAD_IN_PROGRESS until then (broker/registry.py)."""
+        assert self.services is not None
+        started = time.monotonic()
+        for coordinator in (self.services.groups, self.services.transactions):
+            slice_end = time.monotonic() + _LOAD_SLICE_S
+            try:
+                for _step in coordinator.load_steps():
+                    if time.monotonic() >= slice_end:
+                        await asyncio.sleep(0)
+                        slice_end = time.monotonic() + _LOAD_SLICE_S
+            except Exception:
+                _log.exception("coordinator load failed; its requests stay COORDINATOR_LOAD_IN_PROGRESS",
+                               coordinator=type(coordinator).__name__)
+                return
+        _log.info("coordinators loaded", groups=len(self.services.groups.groups),
+                  transactional_ids=len(self.services.transactions.txns),
+                  load_ms=round((time.monotonic() - started) * 1000, 1))
 
     @property
     def bound_port(self) -> int:
@@ -189,57 +231,83 @@ class BrokerServer:
                 del self._connections_per_ip[ip]
             self._slot_freed.set()
 
-    def _periodic_jobs(self) -> list[tuple[str, float, Callable[[], object]]]:
-        """(name, interval in seconds, job) for the background maintenance loop."""
-        assert self.services is not None
+    def _periodic_jobs(self) -> list[tuple[str, int, Callable[[], object]]]:
+        """(name, interval in ms, job) for the background maintenance; services are looked up when a job
+        runs, not when it is scheduled."""
         config = self.config
-        logs = self.services.logs
+
+        def services() -> BrokerServices:
+            assert self.services is not None
+            return self.services
+
         return [
-            ("retention", config.retention_check_interval_ms / 1000, logs.run_retention),
-            ("checkpoint", config.checkpoint_interval_ms / 1000, logs.checkpoint),
-            ("producer expiry", config.producer_id_expiration_check_interval_ms / 1000,
-             lambda: logs.remove_expired_producers(config.producer_id_expiration_ms)),
-            ("transaction timeouts", config.transaction_abort_interval_ms / 1000,
-             self.services.transactions.abort_timed_out),
-            ("transactional id expiry", config.transaction_expire_interval_ms / 1000,
-             self.services.transactions.expire_idle),
+            ("retention", config.retention_check_interval_ms, lambda: services().logs.run_retention()),
+            ("checkpoint", config.checkpoint_interval_ms, lambda: services().logs.checkpoint()),
+            ("producer expiry", config.producer_id_expiration_check_interval_ms,
+             lambda: services().logs.remove_expired_producers(config.producer_id_expiration_ms)),
+            ("transaction timeouts", config.transaction_abort_interval_ms,
+             lambda: services().transactions.abort_timed_out()),
+            ("transactional id expiry", config.transaction_expire_interval_ms,
+             lambda: services().transactions.expire_idle()),
         ]
 
-    async def _maintain(self) -> None:
-        """Run each periodic job on its own interval, after Kafka's initial task delay."""
-        jobs = self._periodic_jobs()
-        first_run = self.clock.monotonic() + self.config.initial_task_delay_ms / 1000
-        due = {name: first_run for name, _interval, _job in jobs}
-        tick = min(1.0, *(interval for _name, interval, _job in jobs))
-        while True:
-            await asyncio.sleep(tick)
-            now = self.clock.monotonic()
-            for name, interval, job in jobs:
-                if now < due[name]:
-                    continue
-                due[name] = now + interval
-                try:
-                    job()
-                except Exception:
-                    _log.exception("maintenance job failed", job=name)
+    def _schedule_maintenance(self) -> None:
+        """Each periodic job on its own interval after Kafka's initial task delay (KafkaScheduler's fixed
+        delay), and the idle-connection check apart from them, from the start."""
+        now = self.clock.now_ms()
+        for name, interval_ms, job in self._periodic_jobs():
+            self._schedule_periodic(name, now + self.config.initial_task_delay_ms, interval_ms, job)
+        self._maintenance.schedule("idle connections", now + self.config.connections_max_idle_ms,
+                                   self._check_idle_connections)
 
-    async def _close_idle_connections_forever(self) -> None:
-        """Close connections idle past connections.max.idle.ms; checked apart from the maintenance jobs,
-        which wait log.initial.task.delay.ms before their first run."""
-        idle_limit = self.config.connections_max_idle_ms / 1000
-        interval = min(_IDLE_CHECK_MAX_INTERVAL_S, max(idle_limit / 4, _IDLE_CHECK_MIN_INTERVAL_S))
-        while True:
-            await asyncio.sleep(interval)
-            self._close_idle_connections()
+    def _schedule_periodic(self, name: str, first_ms: int, interval_ms: int, job: Callable[[], object]) -> None:
+        def run() -> None:
+            try:
+                job()
+            except Exception:
+                _log.exception("maintenance job failed", job=name)
+            self._maintenance.schedule(name, next_periodic_run(self.clock, interval_ms), run)
 
-    def _close_idle_connections(self) -> None:
+        self._maintenance.schedule(name, first_ms, run)
+
+    def _check_idle_connections(self) -> None:
+        """Close what is idle past connections.max.idle.ms (Kafka closes when strictly past it), then
+        check again when the next connection could be: a connection that is busy now or opens later
+        cannot be idle before a whole limit from now, so no connection is closed late and, on a manual
+        clock, an advance takes one step per closing rather than one per polling interval."""
+        limit_ms = self.config.connections_max_idle_ms
+        try:
+            next_due_in_s = self._close_idle_connections()
+        except Exception:
+            _log.exception("maintenance job failed", job="idle connections")
+            next_due_in_s = limit_ms / 1000
+        if next_due_in_s is None:
+            # No connection left to watch, and none can open while a manual clock is being advanced.
+            next_ms = next_periodic_run(self.clock, limit_ms)
+        else:
+            # +1: the first millisecond at which that connection is strictly past the limit.
+            next_ms = self.clock.now_ms() + max(0, math.ceil(next_due_in_s * 1000)) + 1
+        self._maintenance.schedule("idle connections", next_ms, self._check_idle_connections)
+
+    def _close_idle_connections(self) -> float | None:
+        """Close idle connections; returns seconds until the next one still open may reach the limit (at
+        most one whole limit), None when no connection is left open."""
         now = self.clock.monotonic()
         idle_limit = self.config.connections_max_idle_ms / 1000
+        next_due_in: float | None = None
         for connection, task in list(self._connections.values()):
-            if connection is not None and not connection.busy and now - connection.last_active > idle_limit:
+            if connection is None or connection.busy:
+                # Not idle now; a whole limit from now at the earliest.
+                next_due_in = idle_limit if next_due_in is None else next_due_in
+                continue
+            idle = now - connection.last_active
+            if idle > idle_limit:
                 _log.info("closing idle connection", connection_id=connection.connection_id, peer=connection.peer,
-                          idle_ms=int((now - connection.last_active) * 1000))
+                          idle_ms=int(idle * 1000))
                 task.cancel()
+            else:
+                next_due_in = min(idle_limit if next_due_in is None else next_due_in, idle_limit - idle)
+        return next_due_in
 
     async def shutdown(self) -> None:
         """Stop accepting, let in-flight requests finish (bounded), then flush and close the logs."""
@@ -261,11 +329,11 @@ class BrokerServer:
             _done, still_running = await asyncio.wait(pending, timeout=self.config.shutdown_timeout_ms / 1000)
             for task in still_running:
                 task.cancel()
-        for background in (self._maintenance, self._idle_check):
-            if background is not None:
-                background.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await background
+        await self._maintenance.close()
+        if self._coordinator_load is not None:
+            self._coordinator_load.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._coordinator_load
         if self.services is not None:
             await self.services.groups.close()
             self.services.logs.close(clean=True)

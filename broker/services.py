@@ -12,6 +12,7 @@ from minikafka.storage.manager import LogManager, TopicMeta
 
 from .cluster import ClusterView
 from .config import BrokerConfig
+from .crash_points import CrashPoints
 from .faults import FaultTable
 from .metrics import BrokerMetrics
 from .registry import Registry
@@ -31,6 +32,7 @@ class BrokerServices:
     transactions: TransactionCoordinator
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
     faults: FaultTable = field(default_factory=FaultTable)
+    crash_points: CrashPoints = field(default_factory=CrashPoints)
 
     def auto_create_topic(self, name: str) -> TopicMeta | None:
         """Create `name` with the broker defaults if auto-creation is on; None otherwise."""

@@ -29,8 +29,9 @@ def _run_soon(job: Callable[[], None]) -> None:
 
 def make_transaction_coordinator(config: BrokerConfig, logs: Any, allocate_producer_id: Callable[[], int],
                                  clock: Any, groups: Any, waiters: AppendWaiters) -> TransactionCoordinator:
-    """Build the coordinator and replay `__transaction_state` (finishing any Prepare* it finds)."""
-    coordinator = TransactionCoordinator(
+    """Build the coordinator; the server replays `__transaction_state` (`load_steps`, finishing any Prepare*
+    it finds) once it is listening."""
+    return TransactionCoordinator(
         logs, allocate_producer_id, clock,
         TxnConfig(num_partitions=config.transaction_state_log_num_partitions,
                   max_timeout_ms=config.transaction_max_timeout_ms,
@@ -43,5 +44,3 @@ def make_transaction_coordinator(config: BrokerConfig, logs: Any, allocate_produ
         # on shutdown before the logs are closed.
         timers=groups.timers,
     )
-    coordinator.load()
-    return coordinator

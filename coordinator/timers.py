@@ -3,6 +3,10 @@
 Each timer has a key (re-scheduling a key replaces its deadline) and a callback. One asyncio task
 sleeps until the earliest deadline (`clock.now_ms()`-based) and runs what is due; tests may call
 `run_due(now_ms)` directly after moving a fake clock instead of waiting.
+
+Under a manual clock (storage/clock.py) time moves only by `advance`, so sleeping in real time for a
+deadline would be meaningless: started timers register with the clock, which runs them as it passes
+their deadlines, and the task only runs deadlines that are already due (a timer scheduled for now).
 """
 
 from __future__ import annotations
@@ -15,12 +19,15 @@ import logging
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from minikafka.storage.clock import is_manual
+
 _log = logging.getLogger("minikafka.coordinator.timers")
 
 
 class Timers:
-    def __init__(self, clock: Any) -> None:
+    def __init__(self, clock: Any, name: str = "coordinator-timers") -> None:
         self._clock = clock
+        self._name = name
         self._entries: dict[Hashable, tuple[int, int, Callable[[], None]]] = {}
         self._heap: list[tuple[int, int, Hashable]] = []
         self._seq = itertools.count()
@@ -68,19 +75,31 @@ class Timers:
     def start(self) -> None:
         if self._task is None:
             self._wake = asyncio.Event()
-            self._task = asyncio.create_task(self._run(), name="coordinator-timers")
+            self._task = asyncio.create_task(self._run(), name=self._name)
+            if is_manual(self._clock):
+                self._clock.add_listener(self)
+
+    def _real_wait_s(self, deadline: int | None) -> float | None:
+        """How long to sleep in real time before `deadline` may be due; None: until woken."""
+        if deadline is None:
+            return None
+        remaining_ms = deadline - self._clock.now_ms()
+        if remaining_ms > 0 and is_manual(self._clock):
+            return None  # only an advance of the clock (which runs it) or an earlier timer can make it due
+        return max(0.0, remaining_ms / 1000)
 
     async def _run(self) -> None:
         assert self._wake is not None
         while True:
-            deadline = self.next_deadline()
-            timeout = None if deadline is None else max(0.0, (deadline - self._clock.now_ms()) / 1000)
+            timeout = self._real_wait_s(self.next_deadline())
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
             self.run_due(self._clock.now_ms())
 
     async def close(self) -> None:
+        if is_manual(self._clock):
+            self._clock.remove_listener(self)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -13,8 +13,10 @@ Its structlog lines go to `log_file` (see logroute). Process mode runs `python -
 with JSON logs into `log_file` and its admin listener on a free port, and reads both ports from its
 `broker ready` line.
 
-The control plane (`add_fault`, `faults`, `remove_fault`, `clear_faults`, `state`) works in both modes:
-in-process it runs on the broker's event loop thread, in process mode it goes over the HTTP admin API.
+The control plane (`add_fault`, `faults`, `remove_fault`, `clear_faults`, `state`, `wait_for`,
+`wait_until_lso`, `advance_clock`, `clock`) works in both modes: in-process it runs on the broker's event
+loop thread, in process mode it goes over the HTTP admin API. Crash points (`add_crash_point`) kill the
+broker's process, so they need mode="process".
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import weakref
 from collections.abc import Callable, Mapping
@@ -57,6 +60,8 @@ _READY_POLL_S = 0.01
 # After a kill the broker's remaining tasks are cancelled so their memory is freed; they cannot touch
 # the disk any more (the logs are closed), so this bound only limits how long kill() may take.
 _DRAIN_AFTER_CRASH_S = 5.0
+_WAIT_POLL_S = 0.01
+_MAX_HTTP_WAIT_S = 60.0  # the admin API's longest /state/wait
 ADMIN_PORT_KEY = "admin.listener.port"
 
 
@@ -412,7 +417,95 @@ class Broker:
             return self._running.call(lambda server: state_snapshot(_services(server)), self.timeout)
         return self._admin("GET", "/state")
 
-    def _admin(self, method: str, path: str, body: object = None) -> dict[str, Any]:
+    def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 10.0) -> dict[str, Any]:
+        """Poll `state()` until `predicate(state)` is true and return that state; TimeoutError (with the last
+        state seen) once `timeout` seconds have passed."""
+        deadline = time.monotonic() + timeout
+        for _ in range(int(timeout / _WAIT_POLL_S) + 2):  # the deadline ends it first
+            state = self.state()
+            if predicate(state):
+                return state
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(_WAIT_POLL_S)
+        raise TimeoutError(f"broker state did not satisfy the condition within {timeout}s; last state: "
+                           f"{json.dumps(state)[:2000]}")
+
+    def wait_until_lso(self, topic: str, partition: int, offset: int, timeout: float = 10.0) -> dict[str, Any]:
+        """Wait until the last stable offset of topic-partition is at least `offset` (every transaction
+        below it ended); returns that partition's state."""
+
+        if isinstance(self._running, _SubprocessBroker) and timeout <= _MAX_HTTP_WAIT_S:
+            # One request that the broker holds until the offset is reached, not a poll per 10 ms.
+            query = urllib.parse.urlencode({"topic": topic, "partition": partition, "lso": offset,
+                                            "timeout_ms": int(timeout * 1000)})
+            answer = self._admin("GET", f"/state/wait?{query}", http_timeout=timeout + self.timeout)
+            return answer["partition"]  # type: ignore[no-any-return]
+
+        def reached(state: dict[str, Any]) -> bool:
+            found = state["topics"].get(topic, {}).get("partitions", {}).get(str(partition))
+            return found is not None and found["last_stable_offset"] >= offset
+
+        state = self.wait_for(reached, timeout)
+        return state["topics"][topic]["partitions"][str(partition)]  # type: ignore[no-any-return]
+
+    def clock(self) -> dict[str, Any]:
+        """{"clock": "system" or "manual", "now_ms": the broker's time, "advanced_ms": how far a manual clock
+        has been moved (None on the system clock)}."""
+        if isinstance(self._running, _InProcessBroker):
+            from minikafka.broker.admin_http import clock_snapshot
+
+            return self._running.call(lambda server: clock_snapshot(_services(server)), self.timeout)
+        return self._admin("GET", "/clock")
+
+    def advance_clock(self, ms: int) -> dict[str, Any]:
+        """Move the broker's manual clock (config minikafka.clock=manual) `ms` forward, running every timeout
+        it passes (sessions, transactions, expiry, retention, idle connections) before returning; returns
+        clock(). A broker on the system clock raises BrokerError."""
+        if isinstance(self._running, _InProcessBroker):
+            from minikafka.broker.admin_http import HttpError, advance_clock
+
+            try:
+                return self._running.call(lambda server: advance_clock(_services(server), ms), self.timeout)
+            except HttpError as exc:
+                raise BrokerError(str(exc)) from None
+        try:
+            return self._admin("POST", "/clock/advance", {"ms": ms})
+        except FaultSpecError as exc:  # the admin API's 400
+            raise ValueError(str(exc)) from None
+
+    def add_crash_point(self, point: str) -> None:
+        """Make the broker process die as kill -9 would when ending a transaction passes `point`:
+        after_prepare_commit, after_prepare_abort, after_first_marker, before_complete_commit or
+        before_complete_abort. It fires once. mode="process" only; restart() brings the broker back."""
+        if not isinstance(self._running, _SubprocessBroker):
+            raise BrokerError("crash points kill the broker's process: use Broker(mode='process')")
+        try:
+            self._admin("POST", "/crash-points", {"point": point})
+        except FaultSpecError as exc:
+            raise ValueError(str(exc)) from None
+
+    def crash_points(self) -> list[str]:
+        """The crash points still armed."""
+        if not isinstance(self._running, _SubprocessBroker):
+            return []
+        return self._admin("GET", "/crash-points")["armed"]  # type: ignore[no-any-return]
+
+    def wait_exited(self, timeout: float | None = None) -> int:
+        """Wait for a subprocess broker to exit (a crash point fired); returns its exit code (-9 after
+        SIGKILL). The Broker then counts as stopped; start() or restart() runs it again on the same data."""
+        runner = self._running
+        if not isinstance(runner, _SubprocessBroker) or runner.process is None:
+            raise BrokerError("only a running subprocess broker can be waited for")
+        try:
+            code = runner.process.wait(self.timeout if timeout is None else timeout)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"the broker did not exit within {timeout}s") from None
+        self._running = None
+        return code
+
+    def _admin(self, method: str, path: str, body: object = None,
+               http_timeout: float | None = None) -> dict[str, Any]:
         url = self.admin_url
         if url is None:
             raise BrokerError("the broker is not running, or runs without its admin listener")
@@ -420,7 +513,7 @@ class Broker:
         request = urllib.request.Request(url + path, data=data, method=method,
                                          headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=http_timeout or self.timeout) as response:
                 return json.loads(response.read())  # type: ignore[no-any-return]
         except urllib.error.HTTPError as exc:
             message = json.loads(exc.read() or b"{}").get("error", str(exc))
@@ -428,6 +521,8 @@ class Broker:
                 raise FaultSpecError(message) from None
             if exc.code == 404:
                 raise KeyError(message) from None
+            if exc.code == 408:
+                raise TimeoutError(message) from None
             raise BrokerError(f"admin {method} {path}: HTTP {exc.code}: {message}") from None
 
     # --- life cycle ----------------------------------------------------------------------

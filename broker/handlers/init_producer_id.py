@@ -47,6 +47,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             producer_id, epoch = ctx.services.producer_ids.allocate(), 0
             ctx.log.info("allocated producer id", producer_id=producer_id)
     except KafkaError as exc:
-        return build(response, error_code=error_code_for(exc, ctx), producer_id=NO_PRODUCER_ID,
-                     producer_epoch=NO_PRODUCER_EPOCH)
+        code = error_code_for(exc, ctx)
+        ctx.log.info("request failed", error=code.name, reason=str(exc))
+        return build(response, error_code=code, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
     return build(response, error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=epoch)

@@ -30,12 +30,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.records import parse_control_record
+from minikafka.storage.clock import next_periodic_run
 
 from .log import OffsetsTopic
 from .offsets import OffsetStore, TopicPartition
@@ -123,21 +124,30 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
         self.timers = Timers(clock)
+        # False until `__consumer_offsets` is replayed: requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS.
+        self.loaded = False
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     def load(self) -> None:
         """Rebuild groups and offsets by replaying every `__consumer_offsets` partition."""
-        if not self.topic.exists():
-            return
-        for partition in range(self.topic.num_partitions):
-            for batch in self.topic.batches(partition):
-                self._replay_batch(batch)
-        now = self.clock.now_ms()
-        for group in self.groups.values():
-            for member in group.members.values():
-                self._schedule_heartbeat(group, member, member.session_timeout_ms, now)
-        _log.info("loaded %d groups from __consumer_offsets", len(self.groups))
+        for _batch in self.load_steps():
+            pass
+
+    def load_steps(self) -> Iterator[None]:
+        """`load`, one step per replayed batch, so a broker can keep serving between steps (Kafka loads
+        a coordinator partition in the background too); `loaded` turns True after the last one."""
+        if self.topic.exists():
+            for partition in range(self.topic.num_partitions):
+                for batch in self.topic.batches(partition):
+                    self._replay_batch(batch)
+                    yield
+            now = self.clock.now_ms()
+            for group in self.groups.values():
+                for member in group.members.values():
+                    self._schedule_heartbeat(group, member, member.session_timeout_ms, now)
+            _log.info("loaded %d groups from __consumer_offsets", len(self.groups))
+        self.loaded = True
 
     def _replay_batch(self, batch: Any) -> None:
         header = batch.header
@@ -1067,7 +1077,8 @@ class GroupCoordinator:
 
     def _schedule_retention(self) -> None:
         self.timers.schedule(
-            ("retention",), self._now() + self.config.offsets_retention_check_interval_ms, self._on_retention
+            ("retention",), next_periodic_run(self.clock, self.config.offsets_retention_check_interval_ms),
+            self._on_retention,
         )
 
     def _on_retention(self) -> None:

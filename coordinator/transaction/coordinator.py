@@ -24,7 +24,7 @@ other coordinator, so it keeps retrying.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +49,17 @@ _RETRIABLE_MARKER_ERRORS = frozenset({ErrorCode.kafka_storage_error, ErrorCode.n
                                       ErrorCode.not_enough_replicas, ErrorCode.not_enough_replicas_after_append,
                                       ErrorCode.request_timed_out})
 
+# Named points of ending a transaction where a test may make the broker die as kill -9 would (the
+# broker's crash points, broker/crash_points.py): Prepare* appended; the first marker written (with
+# more partitions, the others not yet); every marker written and Complete* not yet appended.
+CRASH_POINTS = ("after_prepare_commit", "after_prepare_abort", "after_first_marker", "before_complete_commit",
+                "before_complete_abort")
+
 _log = logging.getLogger("minikafka.coordinator.transaction")
+
+
+def _no_crash(_point: str) -> None:
+    """The default crash point hook: carry on."""
 
 
 def _error(code: ErrorCode, message: str) -> KafkaError:
@@ -98,6 +108,10 @@ class TransactionCoordinator:
         self.timers = timers if timers is not None else Timers(clock)
         self.txns: dict[str, TxnMetadata] = {}
         self._completions: dict[str, _Completion] = {}
+        # Called with a CRASH_POINTS name as the flow passes it; the broker's hook may end the process.
+        self.crash_point: Callable[[str], None] = _no_crash
+        # False until `__transaction_state` is replayed: requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS.
+        self.loaded = False
 
     # --- __transaction_state ------------------------------------------------------------
 
@@ -128,27 +142,37 @@ class TransactionCoordinator:
 
     def load(self) -> None:
         """Replay `__transaction_state`; finish transactions a crash left in Prepare*."""
-        if self._logs.topic(TRANSACTION_STATE_TOPIC) is None:
-            return
-        for partition in range(self.num_partitions):
-            log = self._logs.partition(TRANSACTION_STATE_TOPIC, partition)
-            position, end = log.log_start_offset, log.log_end_offset
-            while position < end:
-                chunk = log.read(position, _READ_CHUNK).records
-                advanced = False
-                for pos, header in iter_whole_batches(chunk):
-                    if header.next_offset <= position or header.is_control:
-                        position = max(position, header.next_offset)
-                        continue
-                    for record in decode_batch(chunk, pos).records:
-                        self._replay(record)
-                    position, advanced = header.next_offset, True
-                if not advanced:
-                    break
-        for transactional_id, meta in list(self.txns.items()):
-            if meta.pending_completion:
-                _log.info("completing transaction left in %s: %s", meta.state.display_name, transactional_id)
-                self._write_markers_and_complete(transactional_id)
+        for _batch in self.load_steps():
+            pass
+
+    def load_steps(self) -> Iterator[None]:
+        """`load`, one step per replayed batch, so a broker can keep serving between steps; `loaded`
+        turns True after the last one."""
+        if self._logs.topic(TRANSACTION_STATE_TOPIC) is not None:
+            for partition in range(self.num_partitions):
+                yield from self._replay_partition(partition)
+            for transactional_id, meta in list(self.txns.items()):
+                if meta.pending_completion:
+                    _log.info("completing transaction left in %s: %s", meta.state.display_name, transactional_id)
+                    self._write_markers_and_complete(transactional_id)
+        self.loaded = True
+
+    def _replay_partition(self, partition: int) -> Iterator[None]:
+        log = self._logs.partition(TRANSACTION_STATE_TOPIC, partition)
+        position, end = log.log_start_offset, log.log_end_offset
+        while position < end:
+            chunk = log.read(position, _READ_CHUNK).records
+            advanced = False
+            for pos, header in iter_whole_batches(chunk):
+                if header.next_offset <= position or header.is_control:
+                    position = max(position, header.next_offset)
+                    continue
+                for record in decode_batch(chunk, pos).records:
+                    self._replay(record)
+                position, advanced = header.next_offset, True
+                yield
+            if not advanced:
+                break
 
     def _replay(self, record: Record) -> None:
         if record.key is None:
@@ -239,12 +263,14 @@ class TransactionCoordinator:
         now = self._clock.now_ms()
         if commit:
             self._write(meta.prepare_abort_or_commit(True, now), transactional_id)
+            self.crash_point("after_prepare_commit")
             self._schedule(lambda: self._write_markers_and_complete(transactional_id))
         else:
             self._abort(transactional_id, meta, now)
 
     def _abort(self, transactional_id: str, meta: TxnMetadata, now: int) -> None:
         self._write(meta.prepare_abort_or_commit(False, now), transactional_id)
+        self.crash_point("after_prepare_abort")
         self._schedule(lambda: self._write_markers_and_complete(transactional_id))
 
     def _write_markers_and_complete(self, transactional_id: str) -> None:
@@ -271,7 +297,10 @@ class TransactionCoordinator:
                     failure = f"marker for {topic}-{partition}: {exc}"
                 continue
             job.remaining.discard((topic, partition))
+            if len(job.remaining) == len(meta.topic_partitions) - 1:
+                self.crash_point("after_first_marker")
         if failure is None:
+            self.crash_point("before_complete_commit" if commit else "before_complete_abort")
             completed = meta.prepare_complete(self._clock.now_ms())
             try:
                 self._write(completed, transactional_id)
@@ -307,6 +336,10 @@ class TransactionCoordinator:
     def verify_partition(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
                          topic: str, partition: int) -> None:
         """Transactional produce: the partition must be in the producer's ongoing transaction."""
+        if not self.loaded:
+            # Kafka's verification answers COORDINATOR_LOAD_IN_PROGRESS, shown to producers as this
+            # retriable code (ReplicaManager's mapping of coordinator errors for Produce).
+            raise _error(ErrorCode.not_enough_replicas, "the transaction coordinator is loading")
         meta = self.txns.get(transactional_id) if transactional_id is not None else None
         if meta is None or meta.producer_id != producer_id:
             raise _error(ErrorCode.invalid_producer_id_mapping, "unknown transactional producer")
@@ -319,6 +352,8 @@ class TransactionCoordinator:
 
     def abort_timed_out(self) -> list[str]:
         """Ongoing transactions past their timeout are aborted with a bumped epoch (zombie fenced)."""
+        if not self.loaded:
+            return []  # a half-replayed id may not show its latest state yet
         now = self._clock.now_ms()
         aborted = []
         for transactional_id, meta in list(self.txns.items()):
@@ -329,6 +364,8 @@ class TransactionCoordinator:
 
     def expire_idle(self) -> list[str]:
         """transactional.id.expiration.ms: idle ids are removed with a tombstone."""
+        if not self.loaded:
+            return []  # a half-replayed id may not show its latest state yet
         now = self._clock.now_ms()
         expired = []
         for transactional_id, meta in list(self.txns.items()):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from minikafka.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
+from minikafka.coordinator.transaction.coordinator import CRASH_POINTS, TransactionCoordinator, TxnConfig
 from minikafka.coordinator.transaction.state import TxnState
 from minikafka.protocol.records import Record, build_batch, decode_batch, iter_whole_batches
 from minikafka.storage.clock import ManualClock
@@ -161,4 +161,26 @@ def test_crash_while_ending_a_transaction(tmp_path: Path, commit: bool, crash_at
         assert data_log.last_stable_offset == data_log.high_watermark == 1 + len(written)
         data_aborted = any(a.first_offset <= 0 <= a.last_offset for a in data_log.collect_aborted(0, 1))
         assert data_aborted == (expected == "ABORT")
+    logs.close()
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_named_crash_points_sit_between_the_writes(tmp_path: Path, commit: bool) -> None:
+    """The broker's crash points (broker/crash_points.py) are named positions in the write sequence
+    above: the hook is called with each name right after the write it follows, and a hook that does
+    not return (the broker kills its process there) leaves disk as a crash at the next write does."""
+    clock = ManualClock(START_MS)
+    logs, crashing, coordinator, scheduled = open_node(tmp_path, clock)
+    logs.create_topic(TOPIC, PARTITIONS)
+    pid, epoch = coordinator.init_producer_id(TID, TIMEOUT_MS)
+    coordinator.add_partitions(TID, pid, epoch, [(TOPIC, p) for p in range(PARTITIONS)])
+    crashing.crash_at = ENDING_WRITES + 1  # counting the ending's writes, never crashing
+    reached: list[tuple[str, int]] = []
+    coordinator.crash_point = lambda point: reached.append((point, crashing.writes))
+    coordinator.end_transaction(TID, pid, epoch, commit)
+    run_scheduled(scheduled)
+    outcome = "commit" if commit else "abort"
+    assert reached == [(f"after_prepare_{outcome}", 1), ("after_first_marker", 2),
+                       (f"before_complete_{outcome}", 1 + PARTITIONS)]
+    assert {point for point, _writes in reached} <= set(CRASH_POINTS)
     logs.close()

@@ -1,0 +1,151 @@
+"""Kafka version profiles (`minikafka.kafka.version`): ApiVersions per release over the raw protocol, checked
+against the ranges kafka-python recorded from real brokers (an independent copy of broker/versions.py's
+source), versions outside the profile refused, and real clients against the 2.8 and 4.0 profiles."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import uuid
+from datetime import timedelta
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from kafka.net.compat import KafkaNetClient  # kafka-python 3's KafkaClient
+from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
+from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
+from kio.schema.join_group.v1.request import JoinGroupRequest, JoinGroupRequestProtocol
+from kio.schema.types import GroupId
+from minikafka.broker.handlers import all_handler_modules
+from minikafka.protocol.codec import decode_response, encode_request
+
+from tests.conftest import BrokerProcess, unique_topic
+
+from .helpers import create_topic
+
+VERSION_KEY = "minikafka.kafka.version"
+# profile -> the release kafka-python's recordings name it by
+RELEASES = {"2.8": (2, 8), "3.x": (3, 9), "3.0": (3, 0), "4.0": (4, 0), "4.1": (4, 1)}
+
+
+def _recv_exactly(sock: socket.socket, count: int) -> bytes:
+    data = b""
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        if not chunk:
+            raise ConnectionError("closed by the broker")
+        data += chunk
+    return data
+
+
+def _exchange(port: int, frame: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(frame)
+        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+        return _recv_exactly(sock, size)
+
+
+def _advertised(port: int) -> dict[int, tuple[int, int]]:
+    _corr, body = decode_response(_exchange(port, encode_request(1, ApiVersionsV0())), 18, 0)
+    assert body.error_code == 0
+    return {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+
+
+def _expected(release: tuple[int, ...]) -> dict[int, tuple[int, int]]:
+    """What we implement, cut to what that Kafka release's broker advertised."""
+    theirs = BROKER_API_VERSIONS[release]
+    expected = {}
+    for module in all_handler_modules():
+        ours = getattr(module, "ADVERTISED_VERSIONS", module.VERSIONS)
+        if module.API_KEY not in theirs:
+            continue
+        low, high = max(ours.min, theirs[module.API_KEY][0]), min(ours.max, theirs[module.API_KEY][1])
+        if low <= high:
+            expected[int(module.API_KEY)] = (low, high)
+    return expected
+
+
+@pytest.mark.parametrize("profile", sorted(RELEASES))
+def test_api_versions_are_the_release_s(broker_factory, profile: str) -> None:
+    broker = broker_factory(**{VERSION_KEY: profile})
+    assert _advertised(broker.port) == _expected(RELEASES[profile])
+
+
+def test_profiles_differ_where_kafka_did(broker_factory) -> None:
+    """Spot checks of the table itself, so a wrong copy in both places would still be caught."""
+    old = _advertised(broker_factory(**{VERSION_KEY: "2.8"}).port)
+    assert 65 not in old and 66 not in old, "DescribeTransactions and ListTransactions came with 3.0"
+    assert old[18] == (0, 3) and old[0] == (0, 9) and old[3] == (0, 11)
+    kraft = _advertised(broker_factory(**{VERSION_KEY: "4.0"}).port)
+    assert kraft[11] == (2, 9), "Kafka 4.0 dropped JoinGroup v0-1 (KIP-896)"
+    assert kraft[0] == (0, 11), "Kafka 4.x still advertises Produce v0 (KAFKA-18659); we serve up to 11"
+    assert kraft[65] == (0, 0) and kraft[66] == (0, 1)
+    newest = _advertised(broker_factory().port)
+    assert newest == _expected((4, 1))
+
+
+def test_version_outside_the_profile_is_refused(broker_factory) -> None:
+    broker = broker_factory(**{VERSION_KEY: "4.0"})
+    request = JoinGroupRequest(group_id=GroupId("g"), session_timeout=timedelta(seconds=10),
+                               rebalance_timeout=timedelta(seconds=10), member_id="", protocol_type="consumer",
+                               protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),))
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        sock.sendall(encode_request(3, request))
+        assert sock.recv(1) == b"", "Kafka 4.0 closes the connection on JoinGroup v1"
+
+
+def test_too_new_api_versions_gets_the_profile_s_list(broker_factory) -> None:
+    broker = broker_factory(**{VERSION_KEY: "2.8"})
+    client = b"new"
+    # Header v2 and an ApiVersions v4 body (two empty compact strings, no tags), written by hand.
+    body = struct.pack(">hhih", 18, 4, 9, len(client)) + client + b"\x00" + b"\x01\x01\x00"
+    frame = _exchange(broker.port, struct.pack(">i", len(body)) + body)
+    corr, error_code = struct.unpack_from(">ih", frame)
+    assert (corr, error_code) == (9, 35), "ApiVersions v4 is newer than 2.8's v3: UNSUPPORTED_VERSION at v0"
+    _corr, body = decode_response(frame, 18, 0)
+    assert {k.api_key: (k.min_version, k.max_version) for k in body.api_keys} == _expected((2, 8))
+
+
+def test_unknown_version_is_a_configuration_error(tmp_path) -> None:
+    broker = BrokerProcess(tmp_path / "data", tmp_path, {VERSION_KEY: "1.0"})
+    with pytest.raises(RuntimeError, match=r"minikafka\.kafka\.version"):
+        broker.start()
+
+
+@pytest.mark.parametrize("profile", ["2.8", "4.0"])
+def test_confluent_round_trip(broker_factory, profile: str) -> None:
+    broker = broker_factory(**{VERSION_KEY: profile})
+    topic = unique_topic("profile")
+    create_topic(broker.bootstrap, topic, partitions=2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    for index in range(20):
+        producer.produce(topic, key=str(index).encode(), value=f"v{index}".encode())
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    values: set[bytes] = set()
+    try:
+        for _ in range(300):  # bounded: at most 300 polls of 0.1 s
+            message = consumer.poll(0.1)
+            if message is not None and message.error() is None:
+                values.add(message.value())
+                consumer.commit(message, asynchronous=False)
+            if len(values) == 20:
+                break
+    finally:
+        consumer.close()
+    assert values == {f"v{index}".encode() for index in range(20)}
+
+
+# kafka-python names a broker by the newest version of one API it serves (infer_broker_version_from_api_versions).
+# It tells 3.9 by Fetch v17 and 4.0 by ListOffsets v10, which minikafka does not implement (Fetch <= 12,
+# ListOffsets <= 8): from 3.8 on it sees 3.8 (Produce v11), whatever newer profile is chosen.
+@pytest.mark.parametrize(("profile", "detected"), [("2.8", (2, 8)), ("3.0", (3, 0)), ("3.x", (3, 8))])
+def test_kafka_python_detects_the_release(broker_factory, profile: str, detected: tuple[int, int]) -> None:
+    broker = broker_factory(**{VERSION_KEY: profile})
+    client = KafkaNetClient(bootstrap_servers=broker.bootstrap)
+    try:
+        assert client.check_version(timeout_ms=10_000) == detected
+    finally:
+        client.close()
