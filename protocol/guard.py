@@ -42,8 +42,15 @@ from kio.serial._introspect import (
 
 from .errors import InvalidRequest
 
-# (frame, position, end of the region the value must lie in) -> position after the value.
-Checker = Callable[[bytes, int, int], int]
+# (frame, position, end of the region the value must lie in, elements seen so far in this request)
+# -> position after the value. The count is a one-item list each request brings, not shared state: the
+# in-process brokers of `minikafka.testing` may decode on several threads at once.
+Checker = Callable[[bytes, int, int, list[int]], int]
+
+# Array elements a whole request may announce. Each costs a Python object once kio decodes it (50-100
+# bytes), so without a cap a 100 MiB frame of empty Metadata topic names would take gigabytes. Real
+# requests stay far below: a consumer fetching 10,000 partitions sends about 10,000 elements.
+MAX_ARRAY_ELEMENTS_PER_REQUEST = 1_000_000
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -61,8 +68,9 @@ _MAX_VARINT_BYTES = 5
 def check_request(frame: bytes, header_cls: type, body_cls: type) -> int:
     """Check a whole request frame (header then body); return the number of bytes they take."""
     end = len(frame)
-    position = _entity(header_cls).check(frame, 0, end)
-    return _entity(body_cls).check(frame, position, end)
+    elements = [0]
+    position = _entity(header_cls).check(frame, 0, end, elements)
+    return _entity(body_cls).check(frame, position, end, elements)
 
 
 def _fail(what: str, position: int) -> InvalidRequest:
@@ -83,7 +91,8 @@ def _read_uvarint(frame: bytes, position: int, end: int) -> tuple[int, int]:
     raise _fail("varint longer than 5 bytes", position)
 
 
-def _check_tagged_fields(frame: bytes, position: int, end: int, known: dict[int, Checker]) -> int:
+def _check_tagged_fields(frame: bytes, position: int, end: int, elements: list[int],
+                         known: dict[int, Checker]) -> int:
     count, position = _read_uvarint(frame, position, end)
     if count > (end - position) // 2:  # a tag and its size take at least a byte each
         raise _fail(f"{count} tagged fields cannot fit in {end - position} bytes", position)
@@ -94,7 +103,7 @@ def _check_tagged_fields(frame: bytes, position: int, end: int, known: dict[int,
             raise _fail(f"tagged field {tag} of {size} bytes runs past the end ({end - position} left)", position)
         value_end = position + size
         value_checker = known.get(tag)
-        if value_checker is not None and value_checker(frame, position, value_end) != value_end:
+        if value_checker is not None and value_checker(frame, position, value_end, elements) != value_end:
             raise _fail(f"tagged field {tag} does not fill its {size} bytes", position)
         position = value_end
     return position
@@ -104,7 +113,7 @@ def _check_tagged_fields(frame: bytes, position: int, end: int, known: dict[int,
 # Generated checkers see `frame`, the position `p` and the region's `end`, and these helpers:
 _NAMESPACE: dict[str, Any] = {
     "_fail": _fail, "_uvarint": _read_uvarint, "_tags": _check_tagged_fields,
-    "_i16": _INT16.unpack_from, "_i32": _INT32.unpack_from,
+    "_i16": _INT16.unpack_from, "_i32": _INT32.unpack_from, "_MAX_ELEMENTS": MAX_ARRAY_ELEMENTS_PER_REQUEST,
 }
 
 
@@ -119,7 +128,7 @@ def _bind(value: Any) -> str:
 
 
 def _compile(name: str, lines: list[str]) -> Checker:
-    source = "\n".join([f"def {name}(frame, p, end):", *(f"    {line}" for line in lines), "    return p"])
+    source = "\n".join([f"def {name}(frame, p, end, seen):", *(f"    {line}" for line in lines), "    return p"])
     exec(compile(source, f"<guard {name}>", "exec"), _NAMESPACE)  # our own source, built from kio's schema metadata
     checker: Checker = _NAMESPACE.pop(name)
     return checker
@@ -181,11 +190,15 @@ def _array(element: _Plan, element_checker: str, flexible: bool, nullable: bool)
     smallest = max(1, element.min_size)
     lines = [*_length_lines("c", flexible, nullable, 4, "array"),
              f"if c > (end - p) // {smallest}: "
-             "raise _fail(f'array of {c} elements cannot fit in {end - p} bytes', p)"]
+             "raise _fail(f'array of {c} elements cannot fit in {end - p} bytes', p)",
+             "if c > 0:",
+             "    seen[0] += c",
+             "    if seen[0] > _MAX_ELEMENTS: "
+             "raise _fail(f'more than {_MAX_ELEMENTS} array elements in one request', p)"]
     if element.fixed_size is not None:
         lines.append(f"if c > 0: p += c * {element.fixed_size}")
     else:
-        lines.append(f"for _ in range(c): p = {element_checker}(frame, p, end)")
+        lines.append(f"for _ in range(c): p = {element_checker}(frame, p, end, seen)")
     return _Plan(lines, 1 if flexible else 4)
 
 
@@ -207,10 +220,10 @@ def _field(field: Any, flexible: bool, is_request_header: bool, is_tag: bool) ->
             entity = _entity(entity_type)
             if nullable:  # KIP-893 nullable struct: an int8 marker, negative for null
                 return _Plan(["if p >= end: raise _fail('truncated struct marker', p)",
-                              f"p = p + 1 if frame[p] >= 128 else {_bind(entity.check)}(frame, p + 1, end)"], 1)
+                              f"p = p + 1 if frame[p] >= 128 else {_bind(entity.check)}(frame, p + 1, end, seen)"], 1)
             if entity.fixed_size is not None:
                 return _Plan(_fixed_lines(entity.fixed_size), entity.min_size, entity.fixed_size)
-            return _Plan([f"p = {_bind(entity.check)}(frame, p, end)"], entity.min_size)
+            return _Plan([f"p = {_bind(entity.check)}(frame, p, end, seen)"], entity.min_size)
         case EntityTupleField(entity_type):
             entity = _entity(entity_type)
             return _array(_Plan([], entity.min_size, entity.fixed_size), _bind(entity.check), flexible, nullable)
@@ -254,6 +267,6 @@ def _entity(entity_type: type) -> _Entity:
     if flexible:
         min_size += 1
         lines += ["if p < end and frame[p] == 0: p += 1",  # nearly every request: no tagged fields
-                  f"else: p = _tags(frame, p, end, {_bind(tagged)})"]
+                  f"else: p = _tags(frame, p, end, seen, {_bind(tagged)})"]
     check = _compile(f"check_{entity_type.__name__}", lines)
     return _Entity(check, min_size, min_size if all_fixed else None)

@@ -22,7 +22,7 @@ from minikafka.broker.handlers import all_handler_modules
 from minikafka.broker.registry import Registry
 from minikafka.protocol.codec import decode_request, encode_request
 from minikafka.protocol.errors import InvalidRequest
-from minikafka.protocol.guard import check_request
+from minikafka.protocol.guard import MAX_ARRAY_ELEMENTS_PER_REQUEST, check_request
 
 st.register_type_strategy(Records, st.binary(max_size=64).map(Records))
 
@@ -164,3 +164,16 @@ def test_a_tagged_field_must_fill_its_announced_size() -> None:
     # Replace the empty top-level tag section with one tag of 200 bytes that are not there.
     with pytest.raises(InvalidRequest, match="tagged field"):
         decode_request(frame[:-1] + b"\x01\x00\x81\x01", 3, 12)
+
+
+def _metadata_v4(names: int) -> bytes:
+    # Metadata v4 (legacy encoding): `names` empty topic names, then allow_auto_topic_creation.
+    return struct.pack(">hhih", 3, 4, 1, -1) + struct.pack(">i", names) + b"\x00\x00" * names + b"\x00"
+
+
+def test_a_request_may_announce_at_most_the_element_budget() -> None:
+    # Each element decodes to a Python object: a 10 MiB frame of 5M empty names once took 1.4 GB.
+    assert len(decode_request(_metadata_v4(MAX_ARRAY_ELEMENTS_PER_REQUEST), 3, 4).body.topics) \
+        == MAX_ARRAY_ELEMENTS_PER_REQUEST
+    with pytest.raises(InvalidRequest, match="array elements in one request"):
+        decode_request(_metadata_v4(MAX_ARRAY_ELEMENTS_PER_REQUEST + 1), 3, 4)
