@@ -10,7 +10,8 @@ An unexpected exception while handling a decoded request stays inside that reque
 KafkaApis.handleError: it is logged once with its stack trace, counted, and answered with
 UNKNOWN_SERVER_ERROR for the whole request (broker/error_response.py); the connection stays open.
 Handlers that can fail per partition catch there, so one partition's surprise fails only itself.
-Only where Kafka sends no response would it close: a Produce with acks=0.
+Only where Kafka sends no response would it close: a Produce with acks=0, and a request whose error
+response cannot be encoded either (one warning line from the connection, no traceback).
 """
 
 from __future__ import annotations
@@ -90,8 +91,16 @@ async def dispatch(frame: bytes, make_context: Callable[[int, int, int, str | No
             ctx.log.info("request failed", error=code.name, reason=str(exc))
         if peeked.api_key == ApiKey.PRODUCE and getattr(decoded.body, "acks", None) == 0:
             raise CloseConnection("acks=0 produce failed") from exc
-        body = error_response(decoded.body, code, error_message_for(exc))
-        return encode_response(peeked.correlation_id, body)
+        try:
+            body = error_response(decoded.body, code, error_message_for(exc))
+            return encode_response(peeked.correlation_id, body)
+        except Exception as unanswerable:
+            # The request's own values may not fit its response schema (a null where the response
+            # version has no null): with no frame to send, closing is the one answer left; the
+            # connection logs it once, with this reason.
+            raise CloseConnection(
+                f"cannot encode the {code.name.upper()} response to {api_name(peeked.api_key)} "
+                f"v{peeked.api_version}: {unanswerable!r}") from exc
 
 
 async def _handle_with_fault(hit: FaultHit, handle: Callable[[RequestContext, Any], Any], ctx: RequestContext,

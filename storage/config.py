@@ -128,10 +128,16 @@ def _convert(definition: ConfigDef, value: str) -> object:
     return converted
 
 
-def resolve_log_config(defaults: LogConfig, overrides: Mapping[str, str]) -> LogConfig:
+def resolve_log_config(defaults: LogConfig, overrides: Mapping[str, str | None]) -> LogConfig:
     """Apply topic-level overrides to the broker defaults; unknown keys and bad values raise."""
+    # CreateTopics carries configs as nullable strings on the wire; Kafka refuses all null ones at
+    # once (ReplicationControlManager.computeConfigChanges) before looking at any value.
+    null_keys = [key for key, value in overrides.items() if value is None]
+    if null_keys:
+        raise InvalidConfig(f"Null value not supported for topic configs: {','.join(null_keys)}")
+    present = {key: value for key, value in overrides.items() if value is not None}
     changes: dict[str, Any] = {}
-    for key, value in overrides.items():
+    for key, value in present.items():
         definition = TOPIC_CONFIGS.get(key)
         if definition is None:
             raise InvalidConfig(f"unknown topic config {key}")

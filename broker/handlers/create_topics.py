@@ -4,7 +4,8 @@ Behavior:
 - num_partitions -1 means num.partitions; replication_factor -1 means 1. Manual assignments give the
   partition count; they may only name this cluster's nodes, one replica each.
 - A replication factor above the number of nodes is INVALID_REPLICATION_FACTOR; an existing topic
-  TOPIC_ALREADY_EXISTS; an illegal name INVALID_TOPIC_EXCEPTION; a bad config INVALID_CONFIG.
+  TOPIC_ALREADY_EXISTS; an illegal name INVALID_TOPIC_EXCEPTION; a bad config INVALID_CONFIG, as is a
+  config with a null value ("Null value not supported for topic configs: a,b", as Kafka says).
 - validate_only checks everything and creates nothing.
 - More than max.partitions.per.request partitions in one request (10,000, Kafka's
   MAX_PARTITIONS_PER_BATCH) is POLICY_VIOLATION for every topic of it, checked before anything is made.
@@ -18,7 +19,7 @@ from typing import Any
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import ZERO_UUID, build
 from minikafka.protocol.errors import ErrorCode, KafkaError
-from minikafka.storage.errors import InvalidReplicationFactor
+from minikafka.storage.errors import InvalidConfig, InvalidReplicationFactor
 
 from ..config_view import topic_config_entries
 from ..context import RequestContext
@@ -29,7 +30,7 @@ API_KEY = ApiKey.CREATE_TOPICS
 VERSIONS = VersionRange(2, 7)
 
 
-def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, Any]:
+async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, Any]:
     services = ctx.services
     node_count = len(services.cluster.nodes)
     partitions = topic.num_partitions
@@ -47,8 +48,13 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, A
     if replication < 1 or replication > node_count:
         raise InvalidReplicationFactor(
             f"replication factor {replication} is invalid: {node_count} node(s) in the cluster")
-    configs = {c.name: c.value for c in topic.configs}
-    meta = services.logs.create_topic(topic.name, partitions, configs, validate_only=validate_only)
+    null_configs = [c.name for c in topic.configs if c.value is None]
+    if null_configs:
+        # Kafka's wording and code (ReplicationControlManager.computeConfigChanges).
+        raise InvalidConfig(f"Null value not supported for topic configs: {','.join(null_configs)}")
+    configs = {c.name: c.value for c in topic.configs if c.value is not None}
+    # Sliced: thousands of partitions are made while other connections keep being answered.
+    meta = await services.logs.create_topic_async(topic.name, partitions, configs, validate_only=validate_only)
     ctx.log.info("created topic" if not validate_only else "validated topic", topic=topic.name, partitions=partitions)
     return {
         "topic_id": meta.topic_id if not validate_only else ZERO_UUID,
@@ -84,7 +90,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         try:
             if requested > cap:
                 raise too_many
-            entry.update(_create(ctx, topic, request.validate_only))
+            entry.update(await _create(ctx, topic, request.validate_only))
         except Exception as exc:
             entry.update(error_fields(ctx, exc, topic=topic.name))
         results.append(entry)

@@ -7,6 +7,10 @@ Behavior:
   on (Kafka's default), else UNKNOWN_TOPIC_OR_PARTITION; an illegal name is INVALID_TOPIC_EXCEPTION.
   A request whose unknown topics would need more than max.partitions.per.request partitions creates
   none of them and answers each with POLICY_VIOLATION (Kafka's controller refuses that batch).
+- Each distinct topic (name, or id) is answered once however often it is named, as Kafka's toSet does.
+- v10-11 requests carry a nullable name and a topic id but cannot look up by id: a null name or a
+  non-zero id there fails the request with INVALID_REQUEST on every topic (Kafka's KafkaApis check),
+  a null name echoed as "" since the response cannot carry a null name before v12.
 - Single replica: leader = the node the cluster view names, replicas = isr = [leader], epoch 0.
 Version notes: v13 only adds a top-level error code; not advertised yet.
 """
@@ -89,9 +93,39 @@ def _too_large_or_lookup(ctx: RequestContext, topic: Any) -> dict[str, Any]:
     return _lookup(ctx, topic.name, getattr(topic, "topic_id", None), allow_create=False)
 
 
+def _distinct(requested: Any) -> list[Any]:
+    """One entry per distinct (name, topic id), first occurrence first: Kafka answers `topics.toSet`,
+    so a request naming a topic a million times gets one entry, not a million."""
+    distinct: dict[tuple[str | None, uuid.UUID | None], Any] = {}
+    for topic in requested:
+        distinct.setdefault((topic.name, getattr(topic, "topic_id", None)), topic)
+    return list(distinct.values())
+
+
+def _by_id_before_v12(requested: Any, version: int) -> bool:
+    """v10 and v11 have a nullable name and a topic id in the request but cannot look topics up by id."""
+    return version < 12 and any(
+        topic.name is None or getattr(topic, "topic_id", ZERO_UUID) not in (None, ZERO_UUID) for topic in requested)
+
+
+def _invalid_request(request: Any, requested: list[Any]) -> Any:
+    """Kafka's MetadataRequest.getErrorResponse: every requested topic marked INVALID_REQUEST, a null
+    name sent back as "" because the response's name is not nullable before v12."""
+    topics = [{"error_code": ErrorCode.invalid_request, "name": topic.name or "",
+               "topic_id": getattr(topic, "topic_id", None) or ZERO_UUID, "is_internal": False, "partitions": ()}
+              for topic in requested]
+    return build(response_of(request), throttle_time=0, topics=topics)
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     requested = request.topics
+    if requested is not None:
+        requested = _distinct(requested)
+        if _by_id_before_v12(requested, request.__version__):
+            ctx.log.info("request failed", error="INVALID_REQUEST",
+                         reason=f"topic ids or null topic names in a v{request.__version__} Metadata request")
+            return _invalid_request(request, requested)
     if requested is None or (request.__version__ == 0 and not requested):
         topics = [_topic_entry(ctx, meta) for meta in services.logs.topics()]
     else:
