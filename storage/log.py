@@ -14,6 +14,7 @@ the disk again, so writes resume by themselves once space is freed.
 from __future__ import annotations
 
 import bisect
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +76,22 @@ class PartitionLog:
 
     # --- opening -------------------------------------------------------------------------
 
+    def create(self) -> None:
+        """Start a brand-new, empty partition: its directory and an empty first segment.
+
+        Unlike `open` nothing is scanned (no segments, no producer snapshots can exist yet), so a
+        request creating thousands of partitions costs a mkdir and one file each. A directory left
+        by a topic of the same name whose deletion was cut short is stale data: it is removed.
+        """
+        try:
+            self.dir.mkdir(parents=True)
+        except FileExistsError:
+            shutil.rmtree(self.dir)
+            self.dir.mkdir()
+        self.segments.append(LogSegment(self.dir, 0, self.config.index_interval_bytes, self._now_ms, self._writer))
+        self._bases = [0]
+        self.log_start_offset = 0
+
     def open(self, *, recovery_point: int, log_start_offset: int, clean: bool) -> int:
         """Open every segment; recover those at/after the recovery point unless shut down cleanly.
 
@@ -102,8 +119,10 @@ class PartitionLog:
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         stale = [segment.base_offset for segment in self.segments if segment.needs_txn_rebuild]
         self._load_producer_state(rebuild_txn_index_from=min(stale) if stale else None)
-        if not clean:
-            # As Kafka's LogLoader: snapshot the rebuilt state so the next start replays less.
+        if not clean and self.log_end_offset > 0:
+            # As Kafka's LogLoader: snapshot the rebuilt state so the next start replays less. An
+            # empty log has no state (Kafka's takeSnapshot skips it too): no file and fsync per
+            # untouched partition after a crash.
             self.producer_state.take_snapshot(self.log_end_offset)
         return truncated
 
@@ -444,7 +463,12 @@ class PartitionLog:
     def close(self, clean: bool = True) -> None:
         if clean:
             self.active.seal()
-            self.producer_state.take_snapshot(self.log_end_offset)
+            # As Kafka's ProducerStateManager.takeSnapshot: only when the state moved past the last
+            # snapshot. An empty log has nothing to snapshot, so a broker holding thousands of
+            # untouched partitions does not write and fsync a file for each at every shutdown.
+            end = self.log_end_offset
+            if end > 0 and not self.producer_state.snapshot_path(end).exists():
+                self.producer_state.take_snapshot(end)
             self.active.flush()
         for segment in self.segments:
             segment.close()

@@ -71,6 +71,9 @@ class LogSegment:
 
     def load(self, recover: bool) -> int:
         """Make the in-memory view match the files; returns bytes truncated from a torn tail."""
+        if self.size == 0:
+            self._load_empty()
+            return 0
         if recover or not self.offset_index.load(self.size) or not self.time_index.load():
             return self.recover()
         if not self.txn_index.load():
@@ -85,6 +88,14 @@ class LogSegment:
             self._track(header)
         self._note_rolling_timestamp()
         return 0
+
+    def _load_empty(self) -> None:
+        """An empty `.log` has nothing to recover and nothing to index. Index files it never needed
+        are not created (restarting with thousands of fresh partitions stays cheap), but any entries
+        left in existing ones point past the end of the log, so those files are emptied."""
+        for index in (self.offset_index, self.time_index, self.txn_index):
+            if index.path.exists() and index.path.stat().st_size:
+                index.reset()
 
     def _note_rolling_timestamp(self) -> None:
         if self.size:

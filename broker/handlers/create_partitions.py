@@ -25,7 +25,7 @@ API_KEY = ApiKey.CREATE_PARTITIONS
 VERSIONS = VersionRange(0, 3)
 
 
-def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
+async def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
     logs = ctx.services.logs
     meta = logs.topic(topic.name)
     if meta is None:
@@ -33,7 +33,8 @@ def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
     if topic.assignments is not None and len(topic.assignments) != topic.count - meta.partitions:
         raise InvalidPartitions(
             f"{len(topic.assignments)} assignments for {topic.count - meta.partitions} new partitions")
-    logs.create_partitions(topic.name, topic.count, validate_only=validate_only)
+    # Sliced: thousands of partitions are made while other connections keep being answered.
+    await logs.create_partitions_async(topic.name, topic.count, validate_only=validate_only)
     if not validate_only:
         ctx.log.info("created partitions", topic=topic.name, count=topic.count)
 
@@ -63,7 +64,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if topic.name in seen:
                 raise KafkaError("topic listed twice", code=ErrorCode.invalid_request)
             seen.add(topic.name)
-            _grow(ctx, topic, request.validate_only)
+            await _grow(ctx, topic, request.validate_only)
         except Exception as exc:
             entry.update(error_fields(ctx, exc, topic=topic.name))
         results.append(entry)

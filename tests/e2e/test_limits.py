@@ -29,6 +29,9 @@ INT32_MAX = 2**31 - 1
 POLICY_VIOLATION = 44
 INVALID_REQUEST = 42
 INVALID_TOPIC_EXCEPTION = 17
+UNKNOWN_TOPIC_OR_PARTITION = 3
+# How long the 10,000-partition creation may take on a slow, shared disk before the test gives up.
+CREATION_DEADLINE_S = 300.0
 # A wait long enough that a broker holding a connection would have answered if it were going to.
 NO_ANSWER_WAIT_S = 1.0
 
@@ -315,3 +318,39 @@ def test_transaction_timeout_above_the_maximum_is_invalid_transaction_timeout(br
     with pytest.raises(KafkaException) as raised:
         producer.init_transactions(15)
     assert raised.value.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT
+
+
+def test_other_connections_are_answered_while_ten_thousand_partitions_are_created(broker: BrokerProcess) -> None:
+    """CreateTopics of max.partitions.per.request partitions makes them in slices: while it runs,
+    another connection's ApiVersions and Metadata are answered, and the topic is not shown
+    half-made; once it answers, all its partitions exist."""
+    from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+
+    partitions = 10_000
+    topic = unique_topic("wide")
+    creator = Wire(broker)
+    creator.send(encode_request(1, CreateTopicsRequest(timeout=timedelta(seconds=600), validate_only=False, topics=(
+        CreatableTopic(name=topic, num_partitions=partitions, replication_factor=1, assignments=(), configs=()),))))
+    # The creation is under way once its first partition directory exists.
+    poll_until(lambda: (broker.data_dir / f"{topic}-0").is_dir(), message="the first partition directory")
+    bystander = Wire(broker)
+    assert _api_versions(bystander, 7) == 7
+    bystander.send(encode_request(8, _metadata(topic, create=False)))
+    corr, metadata = decode_response(bystander.receive(), 3, 12)
+    assert corr == 8
+    creator.sock.setblocking(False)
+    try:
+        early = creator.sock.recv(1)
+    except BlockingIOError:
+        early = b""
+    assert early == b"", "the bystander must have been answered while the creation was still running"
+    [shown] = metadata.topics
+    assert (shown.error_code, shown.partitions) == (UNKNOWN_TOPIC_OR_PARTITION, ()), "no half-made topic"
+    creator.sock.settimeout(CREATION_DEADLINE_S)
+    [created] = decode_response(creator.receive(), 19, 7)[1].topics
+    assert (created.name, created.error_code, created.num_partitions) == (topic, 0, partitions)
+    bystander.send(encode_request(9, _metadata(topic, create=False)))
+    [after] = decode_response(bystander.receive(), 3, 12)[1].topics
+    assert after.error_code == 0 and sorted(p.partition_index for p in after.partitions) == list(range(partitions))
+    creator.close()
+    bystander.close()
