@@ -736,7 +736,10 @@ class GroupCoordinator:
         future: asyncio.Future[SyncResult] = self._new_future()
         member.complete_sync(SyncResult(ErrorCode.rebalance_in_progress))
         member.sync_future = future
-        if member_id == group.leader_id:
+        if member_id != group.leader_id:
+            _log.info("member %s of group %s awaits the leader's assignment for generation %d", member_id,
+                      group.group_id, group.generation_id)
+        else:
             for mid, other in group.members.items():
                 other.assignment = assignments.get(mid, b"")
             try:

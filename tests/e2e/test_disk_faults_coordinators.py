@@ -284,6 +284,10 @@ def test_sync_group_whose_assignment_cannot_be_stored_answers_every_member(tiny_
             pad_offsets_segment_to_a_page(broker, topic)
             filler = fill(tiny_disk)
             follower = pool.submit(sync_group, broker, second.member_id, 2)
+            # The follower must be waiting before the leader's store fails; arriving after it, it would rightly
+            # get REBALANCE_IN_PROGRESS from a group already back in PreparingRebalance.
+            poll_until(lambda: f"member {second.member_id} of group {GROUP} awaits the leader's assignment "
+                               "for generation 2" in broker.logs(), message="the follower to wait in SyncGroup")
             leader = sync_group(broker, first.member_id, 2, {first.member_id: b"A", second.member_id: b"B"})
             assert leader == (ErrorCode.not_coordinator, b"")
             # Answered now: without the fix it would wait for a session or rebalance timeout (30 s, 5 min).
