@@ -17,7 +17,7 @@ from collections.abc import Callable
 PRODUCE = 0
 
 
-def _read_exactly(sock: socket.socket, count: int) -> bytes | None:
+def read_exactly(sock: socket.socket, count: int) -> bytes | None:
     data = bytearray()
     while len(data) < count:
         try:
@@ -30,11 +30,11 @@ def _read_exactly(sock: socket.socket, count: int) -> bytes | None:
     return bytes(data)
 
 
-def _read_frame(sock: socket.socket) -> bytes | None:
-    prefix = _read_exactly(sock, 4)
+def read_frame(sock: socket.socket) -> bytes | None:
+    prefix = read_exactly(sock, 4)
     if prefix is None:
         return None
-    body = _read_exactly(sock, struct.unpack(">i", prefix)[0])
+    body = read_exactly(sock, struct.unpack(">i", prefix)[0])
     return None if body is None else prefix + body
 
 
@@ -76,7 +76,7 @@ class FaultProxy:
 
     def _client_to_server(self, client: socket.socket, server: socket.socket, pending: deque[int]) -> None:
         while True:
-            frame = _read_frame(client)
+            frame = read_frame(client)
             if frame is None:
                 break
             api_key, _version = struct.unpack_from(">hh", frame, 4)
@@ -109,7 +109,7 @@ class FaultProxy:
 
     def _server_to_client(self, client: socket.socket, server: socket.socket, pending: deque[int]) -> None:
         while True:
-            frame = _read_frame(server)
+            frame = read_frame(server)
             if frame is None:
                 break
             api_key = pending.popleft() if pending else -1

@@ -17,7 +17,6 @@ import contextlib
 import json
 import shutil
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -31,34 +30,14 @@ from pathlib import Path
 import structlog
 from minikafka.protocol.api_keys import ApiKey, api_name
 
+from tests.e2e.fault_proxy import read_frame
+
 from . import corpus
 from .broker import FuzzBroker
 
 _log = structlog.get_logger("fuzz.recorder")
 JS_SCRIPT = Path(__file__).with_name("record_kafkajs.js")
 CLIENTS = ("confluent-kafka", "aiokafka", "kafka-python", "kcat", "kafkajs")
-_SIZE = struct.Struct(">i")
-
-
-def _read_exactly(sock: socket.socket, count: int) -> bytes | None:
-    data = bytearray()
-    while len(data) < count:
-        try:
-            chunk = sock.recv(count - len(data))
-        except OSError:
-            return None
-        if not chunk:
-            return None
-        data += chunk
-    return bytes(data)
-
-
-def _read_frame(sock: socket.socket) -> bytes | None:
-    prefix = _read_exactly(sock, 4)
-    if prefix is None:
-        return None
-    body = _read_exactly(sock, _SIZE.unpack(prefix)[0])
-    return None if body is None else prefix + body
 
 
 class RecordingProxy:
@@ -95,7 +74,7 @@ class RecordingProxy:
             threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
 
     def _pump(self, source: socket.socket, sink: socket.socket, record: bool) -> None:
-        while (frame := _read_frame(source)) is not None:
+        while (frame := read_frame(source)) is not None:
             if record:
                 with self._lock:
                     self.frames.append(frame[4:])
