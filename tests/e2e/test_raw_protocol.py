@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import struct
 import uuid
+from typing import Protocol
 
 import pytest
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
@@ -17,9 +18,15 @@ from tests.conftest import BrokerProcess, unique_topic
 from .helpers import create_topic
 
 
+class Listening(Protocol):
+    """A broker under test, subprocess (BrokerProcess) or minikafka.testing.Broker."""
+
+    port: int
+
+
 class Wire:
-    def __init__(self, broker: BrokerProcess) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
+    def __init__(self, broker: Listening, timeout: float = 10) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=timeout)
 
     def send(self, frame: bytes) -> None:
         self.sock.sendall(frame)

@@ -12,7 +12,6 @@ import datetime
 import json
 import os
 import shutil
-import socket
 import struct
 import subprocess
 import sys
@@ -33,6 +32,8 @@ from minikafka.broker.config import ConfigError
 from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.testing import Broker
 from minikafka.testing.broker import MODES, BrokerError, Mode
+
+from tests.e2e.test_raw_protocol import Wire
 
 MANUAL = {"minikafka.clock": "manual"}
 TRANSACTION_TIMEOUT_MS = 60_000
@@ -141,7 +142,8 @@ class _RawMember:
     """A group member speaking the wire protocol by hand, so it can stop heartbeating without leaving."""
 
     def __init__(self, broker: Broker, group: str, topic: str) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=30)
+        # JoinGroup answers only when the rebalance completes: a longer timeout than Wire's default.
+        self.wire = Wire(broker, timeout=30)
         self.group = group
         self.topic = topic
         self.member_id = ""
@@ -149,20 +151,10 @@ class _RawMember:
 
     def call(self, api_key: int, version: int, request: Any) -> Any:
         self.correlation += 1
-        self.sock.sendall(encode_request(self.correlation, request))
-        size = struct.unpack(">i", self._exactly(4))[0]
-        correlation, response = decode_response(self._exactly(size), api_key, version)
+        self.wire.send(encode_request(self.correlation, request))
+        correlation, response = decode_response(self.wire.receive(), api_key, version)
         assert correlation == self.correlation
         return response
-
-    def _exactly(self, count: int) -> bytes:
-        data = b""
-        while len(data) < count:
-            chunk = self.sock.recv(count - len(data))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            data += chunk
-        return data
 
     def _subscription(self) -> bytes:
         """ConsumerProtocolSubscription v0: the topic list and null user data."""
@@ -191,7 +183,7 @@ class _RawMember:
         raise AssertionError("JoinGroup kept asking for a member id")
 
     def close(self) -> None:
-        self.sock.close()
+        self.wire.sock.close()
 
 
 def _group(state: dict[str, Any], group: str) -> dict[str, Any]:
@@ -288,12 +280,12 @@ def test_idle_connections_close_when_the_clock_passes_the_limit() -> None:
             # A request answered: the broker has set the connection up and noted its activity.
             assert idle.call(18, 0, ApiVersionsRequest()).error_code == 0
             broker.advance_clock(599_000)
-            idle.sock.settimeout(0.2)
+            idle.wire.sock.settimeout(0.2)
             with pytest.raises(TimeoutError):
-                idle.sock.recv(1)  # still open: nothing to read, no end of stream
+                idle.wire.sock.recv(1)  # still open: nothing to read, no end of stream
             broker.advance_clock(1_001)
-            idle.sock.settimeout(10)
-            assert idle.sock.recv(1) == b"", "closed by the broker once idle past connections.max.idle.ms"
+            idle.wire.sock.settimeout(10)
+            assert idle.wire.sock.recv(1) == b"", "closed by the broker once idle past connections.max.idle.ms"
         finally:
             idle.close()
 
