@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,13 +20,15 @@ READY_DEADLINE_S = 20.0
 class BrokerProcess:
     """A broker subprocess with its own data dir; restartable, killable with -9."""
 
+    ready_deadline_s = READY_DEADLINE_S
+
     def __init__(self, data_dir: Path, log_dir: Path, overrides: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
         self.log_dir = log_dir
         self.overrides = dict(overrides or {})
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
-        self._starts = 0
+        self.starts = 0
 
     @property
     def bootstrap(self) -> str:
@@ -33,21 +36,24 @@ class BrokerProcess:
 
     def start(self, **overrides: str) -> BrokerProcess:
         self.overrides.update(overrides)
-        self._starts += 1
-        log_path = self.log_dir / f"broker-{self._starts}.log"
+        self.starts += 1
+        self.log_path = log_path = self.log_dir / f"broker-{self.starts}.log"
         # Reuse the port across restarts so clients configured with the old address reconnect.
         args = [sys.executable, "-m", "minikafka.broker", "serve", "--host", "127.0.0.1",
                 "--port", str(self.port), "--data-dir", str(self.data_dir), "--log-format", "json"]
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
         with open(log_path, "wb") as log_file:
-            self.process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT, **self._popen_options())
         self.port = self._wait_ready(log_path)
-        self.log_path = log_path
         return self
 
+    def _popen_options(self) -> dict[str, Any]:
+        """Extra subprocess.Popen arguments (environment, limits) for subclasses."""
+        return {}
+
     def _wait_ready(self, log_path: Path) -> int:
-        deadline = time.monotonic() + READY_DEADLINE_S
+        deadline = time.monotonic() + self.ready_deadline_s
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
@@ -56,7 +62,7 @@ class BrokerProcess:
                 if '"broker ready"' in line:
                     return int(json.loads(line)["port"])
             time.sleep(0.02)
-        raise TimeoutError(f"broker not ready after {READY_DEADLINE_S}s:\n{log_path.read_text()}")
+        raise TimeoutError(f"broker not ready after {self.ready_deadline_s}s:\n{log_path.read_text()}")
 
     def stop(self, timeout: float = 15.0) -> int:
         """Graceful stop with SIGTERM; returns the exit code."""
