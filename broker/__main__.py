@@ -44,6 +44,19 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--kafka-version", metavar="VERSION",
                        help="behave as this Kafka release: 2.8, 3.0-3.9 (3.x: 3.9), 4.0 or 4.1 (default, the "
                             "newest); limits ApiVersions and defaults to that release's (sets minikafka.kafka.version)")
+    serve.add_argument("--trace", metavar="FILE",
+                       help="flight recorder: one JSON line per request/response pair to FILE, or - for standard "
+                            "output (sets minikafka.trace.file)")
+    serve.add_argument("--trace-records", action="store_true",
+                       help="the trace also decodes every record of produced and fetched batches")
+    serve.add_argument("--trace-api", action="append", default=[], metavar="API",
+                       help="trace only this API (Kafka's name, e.g. EndTxn); repeatable")
+    serve.add_argument("--trace-client-id", action="append", default=[], metavar="ID",
+                       help="trace only requests of this client id; repeatable")
+    serve.add_argument("--trace-topic", action="append", default=[], metavar="TOPIC",
+                       help="trace only requests naming this topic; repeatable")
+    serve.add_argument("--pcap", metavar="FILE",
+                       help="capture the raw conversation to a pcap file Wireshark opens (sets minikafka.pcap.file)")
     serve.add_argument("--log-format", choices=["console", "json"], default="console")
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
     txn_log = commands.add_parser(
@@ -93,6 +106,21 @@ async def _serve(config: BrokerConfig) -> int:
     return 0
 
 
+def _debugging_overrides(args: argparse.Namespace) -> list[str]:
+    overrides = []
+    if args.trace is not None:
+        overrides.append(f"minikafka.trace.file={args.trace}")
+    if args.trace_records:
+        overrides.append("minikafka.trace.records=true")
+    for key, values in (("minikafka.trace.apis", args.trace_api), ("minikafka.trace.client.ids", args.trace_client_id),
+                        ("minikafka.trace.topics", args.trace_topic)):
+        if values:
+            overrides.append(f"{key}={','.join(values)}")
+    if args.pcap is not None:
+        overrides.append(f"minikafka.pcap.file={args.pcap}")
+    return overrides
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "txn-log":
@@ -105,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         version_override = [] if args.kafka_version is None else [f"minikafka.kafka.version={args.kafka_version}"]
         config = build_config(
             properties_file=args.properties, overrides=[*args.override, *admin_override, *clock_override,
-                                                          *version_override],
+                                                          *version_override, *_debugging_overrides(args)],
             host=args.host, port=args.port, data_dir=args.data_dir,
         )
     except ConfigError as exc:

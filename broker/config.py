@@ -101,6 +101,19 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
      "profiles\"). `--kafka-version` sets it."),
     ("admin.listener.host", "string", "127.0.0.1",
      "minikafka: address the admin listener binds; loopback unless set, as it can make the broker fail."),
+    ("minikafka.trace.file", "string", None,
+     "minikafka: write one JSON line per request/response pair here (`-`: standard output). `--trace` sets it."),
+    ("minikafka.trace.records", "boolean", "false",
+     "minikafka: the trace also decodes every record of produced and fetched batches. `--trace-records`."),
+    ("minikafka.trace.apis", "list", "",
+     "minikafka: trace only these APIs (Kafka's names, e.g. Produce,EndTxn); empty: all. `--trace-api`."),
+    ("minikafka.trace.client.ids", "list", "", "minikafka: trace only requests from these client ids."),
+    ("minikafka.trace.topics", "list", "", "minikafka: trace only requests naming one of these topics."),
+    ("minikafka.trace.ring.size", "int", "1000",
+     "minikafka: exchanges kept in memory for the inspector and GET /trace, traced to a file or not; 0: none."),
+    ("minikafka.pcap.file", "string", None,
+     "minikafka: write the raw conversation to this pcap file, framed as TCP on the real ports, for Wireshark. "
+     "`--pcap` sets it."),
 )
 
 _BOOLEAN = re.compile(r"^(true|false)$", re.IGNORECASE)
@@ -198,6 +211,13 @@ class BrokerConfig:
     admin_host: str = "127.0.0.1"
     kafka_version: str = NEWEST_KAFKA_VERSION  # minikafka.kafka.version, a broker/versions.py profile
     clock: str = "system"  # or "manual" (minikafka.clock)
+    trace_file: str | None = None  # "-": standard output
+    trace_records: bool = False
+    trace_apis: tuple[str, ...] = ()
+    trace_client_ids: tuple[str, ...] = ()
+    trace_topics: tuple[str, ...] = ()
+    trace_ring_size: int = 1000
+    pcap_file: str | None = None
     cluster_id: str | None = None
     log_defaults: LogConfig = field(default_factory=LogConfig)
     # Every property as given (after precedence), for DescribeConfigs' "static" source.
@@ -230,6 +250,10 @@ def _admin_port(value: str | None) -> int | None:
     if not 0 <= port <= 65535:
         raise ConfigError(f"invalid value {value!r} for configuration admin.listener.port: a port from 0 to 65535")
     return port
+
+
+def _names(value: str) -> tuple[str, ...]:
+    return tuple(name for name in (part.strip() for part in value.split(",")) if name)
 
 
 CLOCKS = ("system", "manual")
@@ -343,6 +367,13 @@ def build_config(
         admin_host=get("admin.listener.host"),
         kafka_version=kafka_version,
         clock=_clock(get("minikafka.clock")),
+        trace_file=props.get("minikafka.trace.file") or None,
+        trace_records=get("minikafka.trace.records").lower() == "true",
+        trace_apis=_names(get("minikafka.trace.apis")),
+        trace_client_ids=_names(get("minikafka.trace.client.ids")),
+        trace_topics=_names(get("minikafka.trace.topics")),
+        trace_ring_size=_at_least(0, "minikafka.trace.ring.size", get("minikafka.trace.ring.size")),
+        pcap_file=props.get("minikafka.pcap.file") or None,
         cluster_id=props.get("cluster.id"),
         log_defaults=log_defaults,
         properties=dict(props),

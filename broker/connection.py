@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 from minikafka.protocol.errors import InvalidRequest
-from minikafka.protocol.framing import BadFrameSize, read_frame
+from minikafka.protocol.framing import BadFrameSize, encode_frame, read_frame
 
 from .context import RequestContext
 from .dispatch import CloseConnection, dispatch
@@ -67,7 +67,16 @@ class Connection:
             api_key, api_version, correlation_id, client_id, self.connection_id, self.peer, self.node, self.services
         )
 
+    def _addresses(self) -> tuple[tuple[str, int], tuple[str, int]]:
+        peer = self.writer.get_extra_info("peername")
+        local = self.writer.get_extra_info("sockname")
+        return ((str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else (self.peer, 0),
+                (str(local[0]), int(local[1])) if isinstance(local, tuple) else ("", 0))
+
     async def run(self) -> None:
+        taps = self.services.observers.taps
+        if taps:
+            self.services.observers.tap("connection_opened", self.connection_id, *self._addresses())
         reading = asyncio.create_task(self._read_requests(), name=f"connection-{self.connection_id}-read")
         processing = asyncio.create_task(self._process_requests(), name=f"connection-{self.connection_id}-process")
         try:
@@ -80,6 +89,8 @@ class Connection:
                 task.cancel()
             await asyncio.gather(reading, processing, return_exceptions=True)
             self.writer.close()
+            if self.services.observers.taps:
+                self.services.observers.tap("connection_closed", self.connection_id)
 
     async def _read_requests(self) -> bool:
         """Queue frames until the client or the broker stops; True when what was read is still to be answered
@@ -94,6 +105,8 @@ class Connection:
                     await self._requests.put(_END)
                     return True
                 self.last_active = self.services.clock.monotonic()
+                if self.services.observers.taps:
+                    self.services.observers.tap("frame", self.connection_id, True, encode_frame(frame))
                 await self._requests.put(frame)
                 self._queued_bytes += len(frame)
                 while self._queued_bytes >= max_bytes:
@@ -101,6 +114,7 @@ class Connection:
                     await self._queue_drained.wait()
             return True  # shutting down: no more requests are read, the one being handled finishes
         except BadFrameSize as exc:
+            self.services.metrics.count_closed_for_bad_input("frame size")
             _log.warning("closing connection", reason=str(exc), connection_id=self.connection_id, peer=self.peer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away, possibly mid-request: nothing is owed to it
@@ -120,12 +134,18 @@ class Connection:
                 finally:
                     self.busy = False
                 if response is not None:
+                    if self.services.observers.taps:
+                        self.services.observers.tap("frame", self.connection_id, False, response)
                     self.writer.write(response)
                     # Returns at once below the transport's high-water mark; otherwise waits until the
                     # client has read enough, so at most one large response per connection is buffered.
                     await self.writer.drain()
                 self.last_active = self.services.clock.monotonic()
         except (CloseConnection, InvalidRequest) as exc:
+            if isinstance(exc, InvalidRequest):
+                self.services.metrics.count_closed_for_bad_input("invalid request")
+            elif exc.bad_input:
+                self.services.metrics.count_closed_for_bad_input("unanswerable request")
             _log.warning("closing connection", reason=str(exc), connection_id=self.connection_id, peer=self.peer)
         except ConnectionError:
             pass

@@ -4,7 +4,8 @@ Order of checks follows Kafka: unknown API key -> close; version outside our ran
 ApiVersions, which is answered at v0 with UNSUPPORTED_VERSION and our key list (KIP-511) so a newer
 client can downgrade; undecodable bytes -> close. Fault rules (broker/faults.py) are applied here,
 after decoding, so they can match on what the request names; with none installed the only cost is
-one truth test of the empty rule table. The flight recorder will hook in here too.
+one truth test of the empty rule table. Exchange observers (broker/observe.py: the flight recorder,
+metrics) see every pair here too, at the same cost when there are none.
 
 An unexpected exception while handling a decoded request stays inside that request, as in Kafka's
 KafkaApis.handleError: it is logged once with its stack trace, counted, and answered with
@@ -17,13 +18,14 @@ response cannot be encoded either (one warning line from the connection, no trac
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
 from minikafka.protocol.api_keys import ApiKey, api_name
 from minikafka.protocol.build import build
-from minikafka.protocol.codec import decode_request, encode_response, peek_header, response_class
-from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.codec import PeekedHeader, decode_request, encode_response, peek_header, response_class
+from minikafka.protocol.errors import ErrorCode, InvalidRequest, KafkaError
 
 from .context import RequestContext
 from .error_response import error_response
@@ -36,19 +38,40 @@ from .faults import (
     partition_errors,
     with_throttle,
 )
+from .observe import ANSWERED, CLOSED, NO_RESPONSE, Exchange
 
 
 class CloseConnection(Exception):
-    """The request cannot be answered; Kafka closes the connection in these cases."""
+    """The request cannot be answered; Kafka closes the connection in these cases.
+
+    `bad_input` is False where the close is not the client's fault (an injected drop, a failed acks=0
+    produce), so metrics count only what clients got wrong."""
+
+    def __init__(self, reason: str, *, bad_input: bool = True) -> None:
+        super().__init__(reason)
+        self.bad_input = bad_input
 
 
-def _api_versions_fallback(ctx_registry_versions: list[tuple[int, int, int]], correlation_id: int) -> bytes:
+def _api_versions_fallback(ctx_registry_versions: list[tuple[int, int, int]], correlation_id: int,
+                           seen: _Seen | None) -> bytes:
     body: Any = build(
         response_class(ApiKey.API_VERSIONS, 0),
         error_code=ErrorCode.unsupported_version,
         api_keys=[{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in ctx_registry_versions],
     )
+    if seen is not None:
+        seen.response = body
     return encode_response(correlation_id, body)
+
+
+class _Seen:
+    """What an observed request decoded to and was answered with."""
+
+    __slots__ = ("request", "response")
+
+    def __init__(self) -> None:
+        self.request: Any = None
+        self.response: Any = None
 
 
 async def dispatch(frame: bytes, make_context: Callable[[int, int, int, str | None], RequestContext]) -> bytes | None:
@@ -56,19 +79,49 @@ async def dispatch(frame: bytes, make_context: Callable[[int, int, int, str | No
     peeked = peek_header(frame)
     # The registry lives in the services every context carries; build a bare context to reach it.
     ctx = make_context(peeked.api_key, peeked.api_version, peeked.correlation_id, None)
+    observers = ctx.services.observers
+    if not observers.exchanges:
+        return await _dispatch(frame, peeked, ctx, None)
+    seen = _Seen()
+    time_ms = ctx.services.clock.now_ms()
+    # Latency is how long this host took, not broker time: under a manual clock it must still move.
+    started = time.perf_counter_ns()
+    try:
+        answer = await _dispatch(frame, peeked, ctx, seen)
+    except (CloseConnection, InvalidRequest) as exc:
+        observers.notify(_exchange(ctx, peeked, frame, seen, time_ms, started, None, CLOSED, str(exc)))
+        raise
+    observers.notify(_exchange(ctx, peeked, frame, seen, time_ms, started, answer,
+                               NO_RESPONSE if answer is None else ANSWERED, None))
+    return answer
+
+
+def _exchange(ctx: RequestContext, peeked: PeekedHeader, frame: bytes, seen: _Seen, time_ms: int, started: int,
+              answer: bytes | None, outcome: str, close_reason: str | None) -> Exchange:
+    return Exchange(
+        time_ms=time_ms, node_id=ctx.node.node_id, connection_id=ctx.connection_id, peer=ctx.peer,
+        client_id=ctx.client_id, api_key=peeked.api_key, api_version=peeked.api_version,
+        correlation_id=peeked.correlation_id, latency_ns=time.perf_counter_ns() - started,
+        request_bytes=len(frame), response_bytes=0 if answer is None else len(answer) - 4, outcome=outcome,
+        request=seen.request, response=seen.response if answer is not None else None, close_reason=close_reason)
+
+
+async def _dispatch(frame: bytes, peeked: PeekedHeader, ctx: RequestContext, seen: _Seen | None) -> bytes | None:
     registry = ctx.services.registry
     route = registry.route(peeked.api_key)
     if route is None:
         raise CloseConnection(f"unknown api key {peeked.api_key}")
     if peeked.api_version not in route.versions:
         if peeked.api_key == ApiKey.API_VERSIONS:
-            return _api_versions_fallback(registry.api_versions(), peeked.correlation_id)
+            return _api_versions_fallback(registry.api_versions(), peeked.correlation_id, seen)
         raise CloseConnection(
             f"unsupported version {peeked.api_version} of {api_name(peeked.api_key)} "
             f"(accepted {route.versions.min}-{route.versions.max})"
         )
     decoded = decode_request(frame, peeked.api_key, peeked.api_version)
     ctx.client_id = decoded.client_id
+    if seen is not None:
+        seen.request = decoded.body
     if decoded.trailing_bytes:
         ctx.log.debug("ignoring trailing request bytes", count=decoded.trailing_bytes)
     try:
@@ -80,6 +133,8 @@ async def dispatch(frame: bytes, make_context: Callable[[int, int, int, str | No
             response = await _handle_with_fault(hit, route.handle, ctx, decoded.body)
         if response is None:
             return None
+        if seen is not None:
+            seen.response = response
         return encode_response(peeked.correlation_id, response)
     except CloseConnection:
         raise
@@ -90,10 +145,13 @@ async def dispatch(frame: bytes, make_context: Callable[[int, int, int, str | No
         if isinstance(exc, KafkaError):
             ctx.log.info("request failed", error=code.name, reason=str(exc))
         if peeked.api_key == ApiKey.PRODUCE and getattr(decoded.body, "acks", None) == 0:
-            raise CloseConnection("acks=0 produce failed") from exc
+            raise CloseConnection("acks=0 produce failed", bad_input=False) from exc
         try:
             body = error_response(decoded.body, code, error_message_for(exc))
-            return encode_response(peeked.correlation_id, body)
+            answer = encode_response(peeked.correlation_id, body)
+            if seen is not None:
+                seen.response = body
+            return answer
         except Exception as unanswerable:
             # The request's own values may not fit its response schema (a null where the response
             # version has no null): with no frame to send, closing is the one answer left; the
@@ -114,12 +172,12 @@ async def _handle_with_fault(hit: FaultHit, handle: Callable[[RequestContext, An
     if rule.delay_ms:
         await asyncio.sleep(rule.delay_ms / 1000)
     if rule.drop == DROP_BEFORE:
-        raise CloseConnection(f"fault {rule.id}: connection dropped before handling")
+        raise CloseConnection(f"fault {rule.id}: connection dropped before handling", bad_input=False)
     if rule.error is None:
         response = await handle(ctx, request)
     elif ctx.api_key == ApiKey.PRODUCE and getattr(request, "acks", None) == 0:
         # Kafka's answer to a failed acks=0 produce: no response, the connection closed.
-        raise CloseConnection(f"fault {rule.id}: acks=0 produce failed with {rule.error.name}")
+        raise CloseConnection(f"fault {rule.id}: acks=0 produce failed with {rule.error.name}", bad_input=False)
     elif hit.split is None:
         response = error_response(request, rule.error, None)
     else:
@@ -131,7 +189,7 @@ async def _handle_with_fault(hit: FaultHit, handle: Callable[[RequestContext, An
         else:
             response = merge_responses(await handle(ctx, hit.split.rest), injected)
     if rule.drop == DROP_AFTER:
-        raise CloseConnection(f"fault {rule.id}: connection dropped after handling")
+        raise CloseConnection(f"fault {rule.id}: connection dropped after handling", bad_input=False)
     if response is not None and rule.throttle_ms is not None:
         response = with_throttle(response, rule.throttle_ms)
     return response

@@ -12,5 +12,13 @@ class BrokerMetrics:
     # something unexpected, keyed by API name as the logs show it (e.g. "PRODUCE").
     unexpected_errors: Counter[str] = field(default_factory=Counter)
 
+    # Connections the broker closed because of what the client sent, keyed by why: "frame size" (a size
+    # prefix outside (0, socket.request.max.bytes]), "invalid request" (bytes that do not decode) or
+    # "unanswerable request" (unknown API or version, or no response that can be encoded).
+    closed_for_bad_input: Counter[str] = field(default_factory=Counter)
+
     def count_unexpected(self, api: str) -> None:
         self.unexpected_errors[api] += 1
+
+    def count_closed_for_bad_input(self, reason: str) -> None:
+        self.closed_for_bad_input[reason] += 1

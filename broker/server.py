@@ -21,6 +21,7 @@ from .admin_http import AdminListener
 from .cluster import ClusterView, Node
 from .config import BrokerConfig
 from .connection import Connection
+from .debugging import install_debugging
 from .groups import make_group_coordinator
 from .handlers import all_handler_modules
 from .registry import Registry
@@ -89,6 +90,7 @@ class BrokerServer:
         self.services: BrokerServices | None = None
         self.node: Node | None = None
         self.admin: AdminListener | None = None
+        self._debugging_closers: list[Callable[[], None]] = []
 
     async def start(self) -> None:
         config = self.config
@@ -114,6 +116,7 @@ class BrokerServer:
         )
         self.services.crash_points.kills_process = self.owns_process
         self.services.transactions.crash_point = self.services.crash_points.reach
+        self._debugging_closers = install_debugging(self.services, config)
         self.services.groups.start()
         self._schedule_maintenance()
         self._maintenance.start()
@@ -337,6 +340,8 @@ class BrokerServer:
         if self.services is not None:
             await self.services.groups.close()
             self.services.logs.close(clean=True)
+        for close in self._debugging_closers:
+            close()
         _log.info("broker stopped")
         self._stopped.set()
 

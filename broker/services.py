@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from minikafka.coordinator.group import GroupCoordinator
 from minikafka.coordinator.producer_ids import ProducerIdManager
@@ -15,6 +16,10 @@ from .config import BrokerConfig
 from .crash_points import CrashPoints
 from .faults import FaultTable
 from .metrics import BrokerMetrics
+from .observe import Observers
+
+if TYPE_CHECKING:
+    from .recorder import FlightRecorder
 from .registry import Registry
 from .waiters import AppendWaiters
 
@@ -33,6 +38,9 @@ class BrokerServices:
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
     faults: FaultTable = field(default_factory=FaultTable)
     crash_points: CrashPoints = field(default_factory=CrashPoints)
+    observers: Observers = field(default_factory=Observers)
+    # The flight recorder's ring of recent exchanges (broker/debugging.py); None when turned off.
+    recorder: FlightRecorder | None = None
 
     def auto_create_topic(self, name: str) -> TopicMeta | None:
         """Create `name` with the broker defaults if auto-creation is on; None otherwise."""

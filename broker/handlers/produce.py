@@ -100,6 +100,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         topics.append({"name": topic.name, "partition_responses": results})
     if acks == 0:
         if failed:
-            raise CloseConnection("acks=0 produce failed")
+            raise CloseConnection("acks=0 produce failed", bad_input=False)
         return None
     return build(response_of(request), responses=topics, throttle_time=0)
