@@ -61,11 +61,13 @@ class Connection:
         # pipelining big requests behind a slow one holds about that much, not queued.max.requests frames.
         self._queued_bytes = 0
         self._queue_drained = asyncio.Event()
+        self._request_context: RequestContext | None = None  # the context of the request being handled
 
     def _context(self, api_key: int, api_version: int, correlation_id: int, client_id: str | None) -> RequestContext:
-        return RequestContext(
+        self._request_context = RequestContext(
             api_key, api_version, correlation_id, client_id, self.connection_id, self.peer, self.node, self.services
         )
+        return self._request_context
 
     def _addresses(self) -> tuple[tuple[str, int], tuple[str, int]]:
         peer = self.writer.get_extra_info("peername")
@@ -140,6 +142,10 @@ class Connection:
                     # Returns at once below the transport's high-water mark; otherwise waits until the
                     # client has read enough, so at most one large response per connection is buffered.
                     await self.writer.drain()
+                context = self._request_context
+                if context is not None and context.mute_ms:
+                    # Real time: the client times its back-off in real time, manual clock or not.
+                    await asyncio.sleep(context.mute_ms / 1000)
                 self.last_active = self.services.clock.monotonic()
         except (CloseConnection, InvalidRequest) as exc:
             if isinstance(exc, InvalidRequest):

@@ -23,6 +23,9 @@ class RequestContext:
     peer: str
     node: Node
     services: BrokerServices
+    # Set by a throttling fault: the connection reads no further request for this long after sending the
+    # response, as Kafka mutes a throttled channel (KIP-219).
+    mute_ms: int = 0
     _log: Any = field(default=None, repr=False)
 
     @property

@@ -192,4 +192,5 @@ async def _handle_with_fault(hit: FaultHit, handle: Callable[[RequestContext, An
         raise CloseConnection(f"fault {rule.id}: connection dropped after handling", bad_input=False)
     if response is not None and rule.throttle_ms is not None:
         response = with_throttle(response, rule.throttle_ms)
+        ctx.mute_ms = rule.throttle_ms
     return response

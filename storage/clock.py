@@ -24,6 +24,11 @@ class Clock(Protocol):
 
     def monotonic(self) -> float: ...
 
+    def real_monotonic(self) -> float:
+        """Seconds on the host's monotonic clock, even under a manual clock: for waits a client times in
+        real time (a fetch long-poll's max_wait ends before the client's request.timeout.ms does), which
+        a manual clock standing still must not stretch."""
+
 
 class ClockListener(Protocol):
     """A deadline runner driven by a manual clock's `advance`."""
@@ -38,6 +43,9 @@ class SystemClock:
         return time.time_ns() // 1_000_000
 
     def monotonic(self) -> float:
+        return time.monotonic()
+
+    def real_monotonic(self) -> float:
         return time.monotonic()
 
 
@@ -55,6 +63,9 @@ class ManualClock:
 
     def monotonic(self) -> float:
         return (self._now_ms - self._start_ms) / 1000
+
+    def real_monotonic(self) -> float:
+        return time.monotonic()
 
     @property
     def advanced_ms(self) -> int:

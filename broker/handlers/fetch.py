@@ -2,7 +2,9 @@
 
 Behavior:
 - Long poll: answers once min_bytes are available, an error occurs, or max_wait passes. Waiting is
-  woken by appends to the fetched partitions (AppendWaiters), never by polling the logs.
+  woken by appends to the fetched partitions (AppendWaiters), never by polling the logs. max_wait is
+  real time even under a manual clock: the client times its request in real time, so a long poll
+  held until the test advances the clock would end in the client's request timeout instead.
 - Returns whole batches starting with the one holding fetch_offset (clients skip the records
   before it), at most partition_max_bytes per partition and max_bytes in all, except that the
   first non-empty partition always returns at least one whole batch so a large record is never stuck.
@@ -84,11 +86,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if request.__version__ >= 7 and request.session_id != 0:
         return build(response_of(request), error_code=ErrorCode.fetch_session_id_not_found, responses=[])
     clock = ctx.services.clock
-    deadline = clock.monotonic() + ms(request.max_wait) / 1000
+    deadline = clock.real_monotonic() + ms(request.max_wait) / 1000
     watched = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
     while True:
         topics, gathered, errored = _read_all(ctx, request)
-        remaining = deadline - clock.monotonic()
+        remaining = deadline - clock.real_monotonic()
         if errored or gathered >= request.min_bytes or remaining <= 0 or not watched:
             break
         if not await ctx.services.waiters.wait_any(watched, remaining):

@@ -11,6 +11,7 @@ import concurrent.futures
 import datetime
 import json
 import os
+import select
 import shutil
 import struct
 import subprocess
@@ -363,3 +364,38 @@ def test_cli_clock_flag_and_a_bad_clock_name(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(30)
+
+
+def test_fetch_long_poll_ends_in_real_time_under_a_manual_clock() -> None:
+    """max_wait is the client's real-time wait: a Fetch whose min_bytes is never reached is answered after
+    max_wait even though the manual clock stands still and appends keep waking it."""
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+
+    with Broker(MANUAL) as broker:
+        topic = _name("manual-longpoll")
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
+        request = FetchRequest(
+            max_wait=datetime.timedelta(milliseconds=500), min_bytes=1 << 30, max_bytes=1 << 20, isolation_level=0,
+            session_id=0, session_epoch=-1, topics=(FetchTopic(topic=topic, partitions=(
+                FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20, log_start_offset=-1),)),),
+            forgotten_topics_data=(), rack_id="")
+        waiting = Wire(broker)
+        waiting.send(encode_request(1, request))
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+        answer = None
+        deadline = time.monotonic() + 20
+        while answer is None and time.monotonic() < deadline:
+            # Each append wakes the parked fetch, which finds too few bytes and parks again.
+            producer.produce(topic, b"x")
+            producer.flush(5)
+            readable, _, _ = select.select([waiting.sock], [], [], 0.05)
+            if readable:
+                answer = waiting.receive()
+        assert answer is not None, "the fetch was never answered while appends kept waking it"
+        corr, response = decode_response(answer, 1, 12)
+        partition = response.responses[0].partitions[0]
+        assert (corr, partition.error_code) == (1, 0)
+        assert partition.high_watermark >= 1
+        assert broker.clock()["advanced_ms"] == 0
+        waiting.close()

@@ -392,3 +392,27 @@ def test_aiokafka_consumer_survives_coordinator_errors(inprocess_broker: Broker)
 
     assert asyncio.run(run()) == _expected()
     assert broker.state()["groups"][group]["committed"] == {topic: {"0": MESSAGES}}
+
+
+def test_throttle_mutes_the_connection_after_the_response(inprocess_broker: Broker) -> None:
+    """As Kafka mutes a throttled channel (KIP-219): the throttled response comes at once, the request
+    pipelined behind it is answered only after throttle_ms."""
+    from kio.schema.api_versions.v0.request import ApiVersionsRequest
+    from kio.schema.metadata.v12.request import MetadataRequest
+    from minikafka.protocol.codec import decode_response, encode_request
+
+    from tests.e2e.test_raw_protocol import Wire
+
+    throttle_ms = 400
+    inprocess_broker.add_fault("Metadata", throttle_ms=throttle_ms, count=1)
+    wire = Wire(inprocess_broker)
+    metadata = MetadataRequest(topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    wire.send(encode_request(1, metadata) + encode_request(2, ApiVersionsRequest()))
+    corr, response = decode_response(wire.receive(), 3, 12)
+    throttled_at = time.monotonic()
+    assert (corr, response.throttle_time.total_seconds()) == (1, throttle_ms / 1000)
+    assert decode_response(wire.receive(), 18, 0)[0] == 2
+    # A lower bound only: the mute must last at least throttle_ms; how much longer depends on the machine.
+    assert time.monotonic() - throttled_at >= throttle_ms / 1000 * 0.9
+    wire.close()
+    assert inprocess_broker.faults() == []

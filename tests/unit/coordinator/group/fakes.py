@@ -17,6 +17,9 @@ class FakeClock:
     def monotonic(self) -> float:
         return self.now / 1000
 
+    def real_monotonic(self) -> float:
+        return self.now / 1000
+
 
 @dataclass
 class _Append:
