@@ -1,6 +1,7 @@
 """`minikafka serve [PROPERTIES_FILE] [--override KEY=VALUE ...] [--host H] [--port P] [--data-dir DIR]
 [--admin-port P] [--clock manual] [--kafka-version V]`
-and `minikafka txn-log [--data-dir DIR] [--transactional-id ID]`."""
+and `minikafka txn-log [--data-dir DIR] [--transactional-id ID]`;
+`minikafka transactions ...` and `minikafka consumer-groups ...` are Kafka's admin tools (broker/*_tool.py)."""
 
 from __future__ import annotations
 
@@ -63,7 +64,26 @@ def _parser() -> argparse.ArgumentParser:
         "txn-log", help="print __transaction_state as Kafka's TransactionLogMessageFormatter does")
     txn_log.add_argument("--data-dir", type=Path, default=Path("data"), help="the broker's log directory")
     txn_log.add_argument("--transactional-id", help="only the records of this transactional id")
+    # Listed here for --help only: main() hands their arguments to the tool's own parser.
+    for name, kafka_tool in _ADMIN_TOOLS.items():
+        commands.add_parser(name, add_help=False, help=f"{kafka_tool[1]} (see `minikafka {name} --help`)")
     return parser
+
+
+# Kafka's admin command-line tools, spoken over the wire: command -> (module, what it stands for).
+_ADMIN_TOOLS = {
+    "transactions": ("transactions_tool", "Kafka's kafka-transactions.sh"),
+    "consumer-groups": ("consumer_groups_tool", "Kafka's kafka-consumer-groups.sh"),
+    # Not over the wire: reads segment, index and snapshot files, as kafka-dump-log.sh does.
+    "dump-log": ("dump_log", "Kafka's kafka-dump-log.sh"),
+}
+
+
+def _admin_tool(name: str, argv: list[str]) -> int:
+    import importlib
+
+    module = importlib.import_module(f".{_ADMIN_TOOLS[name][0]}", __package__)
+    return int(module.main(argv))
 
 
 def _txn_log(data_dir: Path, transactional_id: str | None) -> int:
@@ -122,6 +142,9 @@ def _debugging_overrides(args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in _ADMIN_TOOLS:
+        return _admin_tool(argv[0], argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "txn-log":
         return _txn_log(args.data_dir, args.transactional_id)
