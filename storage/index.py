@@ -228,3 +228,32 @@ class TransactionIndex(_AppendOnlyIndex):
     def overlapping(self, start: int, end: int) -> list[AbortedTxn]:
         """Entries that may hold records in [start, end): Kafka's TransactionIndex.collectAbortedTxns."""
         return [t for t in self.aborted if t.last_offset >= start and t.first_offset < end]
+
+
+# --- pure readers (tools: `minikafka dump-log`) --------------------------------------------------
+
+OFFSET_ENTRY_SIZE = _OFFSET_ENTRY.size
+TIME_ENTRY_SIZE = _TIME_ENTRY.size
+ABORTED_TXN_SIZE = _ABORTED_TXN.size
+
+
+def parse_offset_index(data: bytes) -> list[tuple[int, int]]:
+    """(relative offset, position) of every whole entry, unchecked; a partial tail is left out, as
+    Kafka's index reader rounds the file size down to whole entries."""
+    return [_OFFSET_ENTRY.unpack_from(data, pos) for pos in range(0, len(data) - OFFSET_ENTRY_SIZE + 1,
+                                                                  OFFSET_ENTRY_SIZE)]
+
+
+def parse_time_index(data: bytes) -> list[tuple[int, int]]:
+    """(timestamp, relative offset) of every whole entry, unchecked; a partial tail is left out."""
+    return [_TIME_ENTRY.unpack_from(data, pos) for pos in range(0, len(data) - TIME_ENTRY_SIZE + 1,
+                                                                TIME_ENTRY_SIZE)]
+
+
+def parse_txn_index(data: bytes) -> list[tuple[int, AbortedTxn]]:
+    """(version, entry) of every whole `.txnindex` entry, whatever its version; a partial tail is left out."""
+    entries = []
+    for pos in range(0, len(data) - ABORTED_TXN_SIZE + 1, ABORTED_TXN_SIZE):
+        version, *fields = _ABORTED_TXN.unpack_from(data, pos)
+        entries.append((version, AbortedTxn(*fields)))
+    return entries

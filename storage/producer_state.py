@@ -299,3 +299,44 @@ def read_snapshot(path: Path) -> dict[int, ProducerStateEntry]:
             entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset, delta, ts))
         entries[pid] = entry
     return entries
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotEntry:
+    """One producer of a `.snapshot` file, fields as stored (Kafka's ProducerSnapshot entry)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+    coordinator_epoch: int
+    current_txn_first_offset: int
+
+    @property
+    def first_sequence(self) -> int:
+        """Kafka's BatchMetadata.firstSeq (DefaultRecordBatch.decrementSequence: wraps below 0)."""
+        if self.last_sequence < self.offset_delta:
+            return INT32_MAX - (self.offset_delta - self.last_sequence) + 1
+        return self.last_sequence - self.offset_delta
+
+
+def parse_snapshot(data: bytes) -> list[SnapshotEntry]:
+    """The entries of a `.snapshot` file in file order; CorruptSnapshot with Kafka's messages
+    (ProducerStateManager.readSnapshot) for a bad version, CRC or layout."""
+    if len(data) < _SNAPSHOT_HEAD.size:
+        raise CorruptSnapshot(f"Snapshot failed schema validation: {len(data)} bytes, less than the "
+                              f"{_SNAPSHOT_HEAD.size}-byte header")
+    version, crc, count = _SNAPSHOT_HEAD.unpack_from(data, 0)
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshot(f"Snapshot contained an unknown file version {version}")
+    computed = crc32c(data[6:])
+    if computed != crc:
+        raise CorruptSnapshot(f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. "
+                              f"Computed crc: {computed}")
+    if count < 0 or len(data) != _SNAPSHOT_HEAD.size + count * _SNAPSHOT_ENTRY.size:
+        raise CorruptSnapshot(f"Snapshot failed schema validation: {count} entries do not fill "
+                              f"{len(data) - _SNAPSHOT_HEAD.size} bytes")
+    return [SnapshotEntry(*_SNAPSHOT_ENTRY.unpack_from(data, _SNAPSHOT_HEAD.size + i * _SNAPSHOT_ENTRY.size))
+            for i in range(count)]

@@ -1,0 +1,272 @@
+"""Record parsers of `minikafka dump-log`, after the MessageParsers of Kafka's DumpLogSegments.
+
+A parser turns one record into the (key, payload) the tool prints after `key: ` and `payload: `;
+None means "not printed" (Kafka's Optional.empty). A payload is a string, or a dict that the text
+output writes as compact JSON (as Jackson's ObjectNode.toString does) and `--json` nests as is.
+
+- StringParser: `--key-decoder-class` / `--value-decoder-class` left at Kafka's StringDecoder
+  (UTF-8, malformed bytes replaced).
+- OffsetsParser (`--offsets-decoder`), Kafka's OffsetsMessageParser over `__consumer_offsets`:
+  key `{"type":"<record type>","data":{...}}`, value `{"version":"<value version>","data":{...}}`
+  (type and version are JSON strings there, unlike kafka-console-consumer's formatters), `<DELETE>`
+  for a tombstone; a consumer group's member subscription and assignment bytes are decoded as
+  ConsumerProtocolSubscription / ConsumerProtocolAssignment, or kept as base64 when they do not parse.
+- TransactionLogParser (`--transaction-log-decoder`), Kafka's TransactionLogMessageParser over
+  `__transaction_state`, with the same key/value envelope.
+A record these parsers cannot decode gives Kafka's key text `Unknown record type N at offset O,
+skipping.` or `Error at offset O, skipping. <reason>` and no payload; a record without a key is an
+error (Kafka throws).
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from collections.abc import Callable
+from typing import Protocol
+
+from minikafka.coordinator.group.records import (
+    MemberValue,
+    decode_group_value,
+    decode_offset_value,
+)
+from minikafka.coordinator.transaction.log import KEY_VERSION as TXN_KEY_TYPE
+from minikafka.coordinator.transaction.log import formatter_json
+from minikafka.protocol.errors import CorruptRecord
+from minikafka.protocol.records import Record
+
+
+class Tombstone(str):
+    """What a coordinator parser prints for a record without a value; `--json` writes null instead."""
+
+
+DELETE = Tombstone("<DELETE>")
+STRING_DECODERS = frozenset({"org.apache.kafka.tools.api.StringDecoder", "kafka.serializer.StringDecoder"})
+
+JsonValue = str | int | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
+Printed = str | dict[str, JsonValue] | None
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_LEGACY_OFFSET_KEY, _OFFSET_KEY, _GROUP_KEY = 0, 1, 2
+_CONSUMER_PROTOCOL_TYPE = "consumer"
+_CONSUMER_PROTOCOL_MAX_VERSION = 3
+
+
+class MissingKey(Exception):
+    """A coordinator record without a key: Kafka's parsers throw, which ends the dump."""
+
+
+class MessageParser(Protocol):
+    def parse(self, record: Record) -> tuple[Printed, Printed]: ...
+
+
+class StringParser:
+    def parse(self, record: Record) -> tuple[Printed, Printed]:
+        key = None if record.key is None else record.key.decode("utf-8", "replace")
+        value = None if record.value is None else record.value.decode("utf-8", "replace")
+        return key, value
+
+
+class _CoordinatorParser:
+    """Kafka's CoordinatorRecordMessageParser: the envelope and the error texts."""
+
+    def parse(self, record: Record) -> tuple[Printed, Printed]:
+        if record.key is None:
+            raise MissingKey(f"Failed to decode message at offset {record.offset} using the specified decoder "
+                             "(message had a missing key)")
+        if len(record.key) < 2:
+            return f"Error at offset {record.offset}, skipping. Could not read version from key's buffer.", None
+        (record_type,) = _I16.unpack_from(record.key)
+        if record_type not in self.known_types:
+            return f"Unknown record type {record_type} at offset {record.offset}, skipping.", None
+        try:
+            return self.decode(record_type, record.key, record.value)
+        except (CorruptRecord, UnicodeDecodeError, ValueError, struct.error) as exc:
+            return f"Error at offset {record.offset}, skipping. {exc}", None
+
+    known_types: frozenset[int] = frozenset()
+
+    def decode(self, record_type: int, key: bytes, value: bytes | None) -> tuple[Printed, Printed]:
+        raise NotImplementedError
+
+
+def _value_version(value: bytes) -> int:
+    if len(value) < 2:
+        raise CorruptRecord("Could not read version from value's buffer.")
+    return int(_I16.unpack_from(value)[0])
+
+
+class TransactionLogParser(_CoordinatorParser):
+    known_types = frozenset({TXN_KEY_TYPE})
+
+    def decode(self, record_type: int, key: bytes, value: bytes | None) -> tuple[Printed, Printed]:
+        formatted = formatter_json(key, value)
+        if formatted is None:  # only for a missing key, refused above
+            raise CorruptRecord("record without a key")
+        key_json = {"type": str(record_type), "data": formatted["key"]["data"]}  # type: ignore[index]
+        if formatted["value"] is None:
+            return key_json, DELETE
+        value_json = formatted["value"]
+        return key_json, {"version": str(value_json["version"]), "data": value_json["data"]}  # type: ignore[index]
+
+
+class OffsetsParser(_CoordinatorParser):
+    """Only the record types minikafka writes (offset commits, classic group metadata); the KIP-848
+    record types (3 and up) read as unknown, as they would to a Kafka without them."""
+
+    known_types = frozenset({_LEGACY_OFFSET_KEY, _OFFSET_KEY, _GROUP_KEY})
+
+    def decode(self, record_type: int, key: bytes, value: bytes | None) -> tuple[Printed, Printed]:
+        reader = _Reader(key, 2)
+        key_data: dict[str, JsonValue]
+        if record_type == _GROUP_KEY:
+            key_data = {"group": reader.string()}
+        else:
+            key_data = {"group": reader.string(), "topic": reader.string(), "partition": reader.int32()}
+        key_json: dict[str, JsonValue] = {"type": str(record_type), "data": key_data}
+        if value is None:
+            return key_json, DELETE
+        version = _value_version(value)
+        data = _group_value_json(value, version) if record_type == _GROUP_KEY else _offset_value_json(value, version)
+        return key_json, {"version": str(version), "data": data}
+
+
+def _offset_value_json(value: bytes, version: int) -> dict[str, JsonValue]:
+    decoded = decode_offset_value(value)
+    data: dict[str, JsonValue] = {"offset": decoded.offset}
+    if version >= 3:
+        data["leaderEpoch"] = decoded.leader_epoch
+    data["metadata"] = decoded.metadata
+    data["commitTimestamp"] = decoded.commit_timestamp
+    if version == 1:
+        data["expireTimestamp"] = decoded.expire_timestamp
+    return data
+
+
+def _group_value_json(value: bytes, version: int) -> dict[str, JsonValue]:
+    decoded = decode_group_value(value)
+    data: dict[str, JsonValue] = {
+        "protocolType": decoded.protocol_type,
+        "generation": decoded.generation,
+        "protocol": decoded.protocol,
+        "leader": decoded.leader,
+    }
+    if version >= 2:
+        data["currentStateTimestamp"] = decoded.current_state_timestamp
+    consumer = decoded.protocol_type == _CONSUMER_PROTOCOL_TYPE
+    data["members"] = [_member_json(member, version, consumer) for member in decoded.members]
+    return data
+
+
+def _member_json(member: MemberValue, version: int, consumer: bool) -> dict[str, JsonValue]:
+    data: dict[str, JsonValue] = {"memberId": member.member_id}
+    if version >= 3:
+        data["groupInstanceId"] = member.group_instance_id
+    data["clientId"] = member.client_id
+    data["clientHost"] = member.client_host
+    if version >= 1:
+        data["rebalanceTimeout"] = member.rebalance_timeout
+    data["sessionTimeout"] = member.session_timeout
+    subscription: JsonValue = _base64(member.subscription)
+    assignment: JsonValue = _base64(member.assignment)
+    if consumer:  # Kafka swallows a parse failure and keeps the bytes
+        subscription = _or_bytes(_subscription_json, member.subscription)
+        assignment = _or_bytes(_assignment_json, member.assignment)
+    data["subscription"] = subscription
+    data["assignment"] = assignment
+    return data
+
+
+def _base64(data: bytes | None) -> JsonValue:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def _or_bytes(parse: Callable[[_Reader], dict[str, JsonValue]], data: bytes) -> JsonValue:
+    try:
+        return parse(_Reader(data))
+    except (CorruptRecord, UnicodeDecodeError):
+        return _base64(data)
+
+
+def _topic_partitions(reader: _Reader) -> list[JsonValue]:
+    return [{"topic": reader.string(), "partitions": reader.int32_array()} for _ in range(reader.array_len())]
+
+
+def _subscription_json(reader: _Reader) -> dict[str, JsonValue]:
+    version = reader.version()
+    data: dict[str, JsonValue] = {"topics": [reader.string() for _ in range(reader.array_len())],
+                                  "userData": _base64(reader.nullable_bytes())}
+    if version >= 1:
+        data["ownedPartitions"] = _topic_partitions(reader)
+    if version >= 2:
+        data["generationId"] = reader.int32()
+    if version >= 3:
+        data["rackId"] = reader.nullable_string()
+    return data
+
+
+def _assignment_json(reader: _Reader) -> dict[str, JsonValue]:
+    reader.version()
+    return {"assignedPartitions": _topic_partitions(reader), "userData": _base64(reader.nullable_bytes())}
+
+
+class _Reader:
+    """Non-flexible Kafka types (coordinator keys, consumer protocol); trailing bytes are ignored, as
+    Kafka's ByteBufferAccessor does."""
+
+    def __init__(self, data: bytes, pos: int = 0) -> None:
+        self.data = data
+        self.pos = pos
+
+    def _take(self, size: int) -> bytes:
+        if size < 0 or self.pos + size > len(self.data):
+            raise CorruptRecord(f"{size} bytes wanted at byte {self.pos} of {len(self.data)}")
+        chunk = self.data[self.pos : self.pos + size]
+        self.pos += size
+        return chunk
+
+    def int16(self) -> int:
+        return int(_I16.unpack(self._take(2))[0])
+
+    def int32(self) -> int:
+        return int(_I32.unpack(self._take(4))[0])
+
+    def version(self) -> int:
+        version = self.int16()
+        if not 0 <= version <= _CONSUMER_PROTOCOL_MAX_VERSION:
+            raise CorruptRecord(f"unsupported consumer protocol version {version}")
+        return version
+
+    def nullable_string(self) -> str | None:
+        size = self.int16()
+        return None if size < 0 else self._take(size).decode("utf-8")
+
+    def string(self) -> str:
+        value = self.nullable_string()
+        if value is None:
+            raise CorruptRecord("non-nullable string field was serialized as null")
+        return value
+
+    def nullable_bytes(self) -> bytes | None:
+        size = self.int32()
+        return None if size < 0 else self._take(size)
+
+    def array_len(self) -> int:
+        size = self.int32()
+        if size < 0:
+            raise CorruptRecord("non-nullable array field was serialized as null")
+        if size > len(self.data) - self.pos:  # each element takes at least one byte
+            raise CorruptRecord(f"array of {size} elements does not fit")
+        return size
+
+    def int32_array(self) -> list[JsonValue]:
+        return [self.int32() for _ in range(self.array_len())]
+
+
+def parser_for(offsets: bool, transaction_log: bool) -> MessageParser:
+    if offsets:
+        return OffsetsParser()
+    if transaction_log:
+        return TransactionLogParser()
+    return StringParser()
