@@ -6,7 +6,7 @@
     DELETE /faults          {"removed": N}
     GET    /faults/{id}     {"fault": rule}, or 404
     DELETE /faults/{id}     {"removed": 1}, or 404
-    GET    /state           topics, partitions, producers and groups (state_snapshot below)
+    GET    /state           topics, partitions, producers, transactions and groups (state_snapshot below)
     GET    /state/wait?topic=T&partition=P&lso=N&timeout_ms=MS
                             200 {"partition": ...} once P's last stable offset is >= N; 408 with the
                             partition as it was when timeout_ms (default 10000, at most 60000) passed
@@ -17,6 +17,14 @@
     POST   /crash-points    body {"point": NAME}: the broker process dies as kill -9 would when a
                             transaction ending passes NAME (broker/crash_points.py) -> 201
     DELETE /crash-points    {"removed": N}
+    GET    /metrics         Prometheus text format 0.0.4 (broker/prometheus.py lists the metrics)
+    GET    /trace?limit=N&api=A&client_id=C&topic=T
+                            {"exchanges": [...]}: the flight recorder's newest request/response pairs,
+                            oldest first (broker/recorder.py); 409 when the recorder is off
+    GET    /trace/stream?api=A&client_id=C&topic=T
+                            server-sent events, one `data: {exchange}` per pair from now on, until the
+                            client goes or the broker stops (broker/trace_http.py)
+    GET    / or /inspector  the web inspector (broker/inspector.py): an HTML page over /state and the trace
 
 Off unless `admin.listener.port` (`--admin-port`) is set; binds 127.0.0.1 unless
 `admin.listener.host` says otherwise, since anyone who reaches it can make the broker fail.
@@ -30,15 +38,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import struct
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from minikafka.coordinator.group.coordinator import CONSUMER_PROTOCOL_TYPE
+from minikafka.coordinator.group.records import consumer_subscription_topics
+from minikafka.coordinator.group.state import Member
 from minikafka.coordinator.transaction.coordinator import CRASH_POINTS
+from minikafka.coordinator.transaction.state import NO_PRODUCER_ID, TxnState
 from minikafka.storage.clock import ManualClock
 
 from .crash_points import CrashPointError
 from .faults import FaultSpecError
+from .inspector import ASSET_HEADERS, ASSETS, Asset
 
 if TYPE_CHECKING:
     from .services import BrokerServices
@@ -84,9 +98,89 @@ def _partition_state(log: Any) -> dict[str, Any]:
     }
 
 
+_OPEN_TXN_STATES = frozenset({TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
+                              TxnState.PREPARE_EPOCH_FENCE})
+
+
+def _transactions_state(services: BrokerServices) -> list[dict[str, Any]]:
+    """The transaction coordinator's view of every transactional id (what DescribeTransactions says),
+    with the age of an open transaction on the broker's clock. A producer id's epochs below the current
+    one are fenced: InitProducerId bumped past them, so the coordinator refuses them."""
+    now = services.clock.now_ms()
+    transactions = []
+    for meta in sorted(services.transactions.txns.values(), key=lambda meta: meta.transactional_id):
+        is_open = meta.state in _OPEN_TXN_STATES
+        started = meta.txn_start_timestamp if meta.txn_start_timestamp >= 0 else None
+        transactions.append({
+            "transactional_id": meta.transactional_id, "state": meta.state.display_name, "open": is_open,
+            "pending_state": meta.pending_state.display_name if meta.pending_state is not None else None,
+            "producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch,
+            "fenced_below_epoch": meta.producer_epoch,
+            "previous_producer_id": meta.last_producer_id if meta.last_producer_id != NO_PRODUCER_ID else None,
+            "previous_producer_epoch": meta.last_producer_epoch if meta.last_producer_id != NO_PRODUCER_ID else None,
+            "timeout_ms": meta.txn_timeout_ms,
+            "partitions": [{"topic": topic, "partition": partition}
+                           for topic, partition in sorted(meta.topic_partitions)],
+            "start_time_ms": started,
+            "last_update_time_ms": meta.txn_last_update_timestamp if meta.txn_last_update_timestamp >= 0 else None,
+            "age_ms": now - started if is_open and started is not None else None,
+        })
+    return transactions
+
+
+def consumer_assignment(assignment: bytes) -> dict[str, list[int]] | None:
+    """A ConsumerProtocolAssignment (version int16, [topic string, [partition int32]], user data bytes) as
+    {topic: partitions}; None when it is not one (another protocol type, or bytes that do not parse)."""
+    try:
+        (version,) = struct.unpack_from(">h", assignment, 0)
+        (count,) = struct.unpack_from(">i", assignment, 2)
+        if version < 0 or count < 0 or count > len(assignment):
+            return None
+        position, topics = 6, {}
+        for _ in range(count):
+            (length,) = struct.unpack_from(">h", assignment, position)
+            if not 0 <= length <= len(assignment) - position - 2:
+                return None
+            topic = assignment[position + 2:position + 2 + length].decode()
+            position += 2 + length
+            (partitions,) = struct.unpack_from(">i", assignment, position)
+            if partitions < 0 or partitions * 4 > len(assignment) - position - 4:
+                return None
+            topics[topic] = list(struct.unpack_from(f">{partitions}i", assignment, position + 4))
+            position += 4 + 4 * partitions
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return None
+
+
+def _member_state(member: Member, protocol_type: str | None, protocol: str | None) -> dict[str, Any]:
+    state: dict[str, Any] = {"member_id": member.member_id, "group_instance_id": member.group_instance_id,
+                             "client_id": member.client_id, "client_host": member.client_host}
+    if protocol_type == CONSUMER_PROTOCOL_TYPE:
+        # Before the group has chosen a protocol, every one a member offers carries its subscription.
+        offered = dict(member.protocols)
+        metadata = offered.get(protocol, b"") if protocol else next(iter(offered.values()), b"")
+        state["subscription"] = consumer_subscription_topics(metadata) if metadata else []
+        state["assignment"] = consumer_assignment(member.assignment) if member.assignment else {}
+    return state
+
+
+def _lag(logs: Any, committed: dict[str, dict[str, int]]) -> dict[str, dict[str, int | None]]:
+    """High watermark minus committed offset per partition, as kafka-consumer-groups.sh reports it;
+    None for a partition that is gone or an offset that is not one."""
+    lag: dict[str, dict[str, int | None]] = {}
+    for topic, partitions in committed.items():
+        for partition, offset in partitions.items():
+            log = logs.partition(topic, int(partition))
+            lag.setdefault(topic, {})[partition] = (
+                max(log.high_watermark - offset, 0) if log is not None and offset >= 0 else None)
+    return lag
+
+
 def state_snapshot(services: BrokerServices) -> dict[str, Any]:
-    """What the broker holds, as JSON: user topics with their partitions' offsets and producers, and the
-    groups with their generation, members and committed offsets. Internal topics are left out."""
+    """What the broker holds, as JSON: user topics with their partitions' offsets and producers, the
+    transactional ids, and the groups with their generation, members (with the consumer protocol's
+    subscription and assignment decoded), committed offsets and lag. Internal topics are left out."""
     logs = services.logs
     topics: dict[str, Any] = {}
     for meta in sorted(logs.topics(), key=lambda meta: meta.name):
@@ -113,13 +207,12 @@ def state_snapshot(services: BrokerServices) -> dict[str, Any]:
             "protocol": group.protocol_name if group is not None else None,
             "leader": group.leader_id if group is not None else None,
             "members": [] if group is None else [
-                {"member_id": member.member_id, "group_instance_id": member.group_instance_id,
-                 "client_id": member.client_id, "client_host": member.client_host}
-                for member in group.members.values()
+                _member_state(member, group.protocol_type, group.protocol_name) for member in group.members.values()
             ],
             "committed": committed,
+            "lag": _lag(logs, committed),
         }
-    return {"topics": topics, "groups": groups}
+    return {"topics": topics, "transactions": _transactions_state(services), "groups": groups}
 
 
 def clock_snapshot(services: BrokerServices) -> dict[str, Any]:
@@ -190,6 +283,7 @@ class AdminListener:
         self.port = 0
         self._server: asyncio.Server | None = None
         self._connections = 0
+        self._trace_streams: set[Any] = set()  # the TraceSubscriptions of open GET /trace/stream
 
     async def start(self) -> int:
         self._server = await asyncio.start_server(self._serve, self.host, self.requested_port,
@@ -204,6 +298,8 @@ class AdminListener:
             self._server.close()
 
     async def close(self) -> None:
+        for subscription in tuple(self._trace_streams):
+            subscription.close()  # ends its stream, which closes its connection
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -220,6 +316,9 @@ class AdminListener:
                             method, target, body_bytes = await self._read_request(reader)
                     except TimeoutError:
                         raise HttpError(408, f"no complete request within {REQUEST_TIMEOUT_S:g}s") from None
+                    if target.partition("?")[0].rstrip("/") == "/trace/stream":
+                        await self._stream_trace(method, target, reader, writer)
+                        return
                     # Outside the read timeout: /state/wait holds the request as long as it was asked to.
                     status, body = await self._respond(method, target, body_bytes)
                 except HttpError as exc:
@@ -229,9 +328,13 @@ class AdminListener:
                 except Exception:  # a bug here must not take the broker down; the client gets a 500
                     _log.exception("admin request failed")
                     status, body = 500, {"error": "internal error; see the broker log"}
-            payload = json.dumps(body).encode()
+            if isinstance(body, Asset):
+                content_type, payload = body.content_type, body.body
+                extra = "".join(f"{name}: {value}\r\n" for name, value in ASSET_HEADERS)
+            else:
+                content_type, payload, extra = "application/json", json.dumps(body).encode(), ""
             writer.write(f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
-                         f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+                         f"Content-Type: {content_type}\r\nContent-Length: {len(payload)}\r\n{extra}"
                          "Connection: close\r\n\r\n".encode() + payload)
             await writer.drain()
             if status >= 400:
@@ -276,7 +379,44 @@ class AdminListener:
         if path == "/state/wait":
             self._allow(method, "GET")
             return await self._wait_for_lso(urllib.parse.parse_qs(query_text))
+        if path == "/metrics":
+            self._allow(method, "GET")
+            from .prometheus import CONTENT_TYPE, render_async  # prometheus_client takes ~0.1 s to import
+
+            return 200, Asset(CONTENT_TYPE, await render_async(self.services))
+        if path == "/trace":
+            self._allow(method, "GET")
+            from . import trace_http  # the flight recorder's modules load only when used
+
+            try:
+                return 200, trace_http.recent_exchanges(self._recorder(), urllib.parse.parse_qs(query_text))
+            except trace_http.TraceQueryError as exc:
+                raise HttpError(400, str(exc)) from None
         return self._route(method, path, body)
+
+    def _recorder(self) -> Any:
+        recorder = self.services.recorder
+        if recorder is None:
+            raise HttpError(409, "the flight recorder is off (minikafka.trace.ring.size=0 and no --trace)")
+        return recorder
+
+    async def _stream_trace(self, method: str, target: str, reader: asyncio.StreamReader,
+                            writer: asyncio.StreamWriter) -> None:
+        self._allow(method, "GET")
+        from . import trace_http
+
+        query = urllib.parse.parse_qs(target.partition("?")[2])
+        try:
+            subscription = trace_http.open_stream(self._recorder(), query, len(self._trace_streams))
+        except trace_http.TraceQueryError as exc:
+            raise HttpError(400, str(exc)) from None
+        except OverflowError as exc:
+            raise HttpError(503, str(exc)) from None
+        self._trace_streams.add(subscription)
+        try:
+            await trace_http.stream(subscription, reader, writer)
+        finally:
+            self._trace_streams.discard(subscription)
 
     async def _wait_for_lso(self, query: dict[str, list[str]]) -> tuple[int, Any]:
         topics = query.get("topic")
@@ -300,6 +440,10 @@ class AdminListener:
 
     def _route(self, method: str, path: str, body: bytes) -> tuple[int, Any]:
         faults = self.services.faults
+        asset = ASSETS.get(path)
+        if asset is not None:
+            self._allow(method, "GET")
+            return 200, asset
         if path == "/health":
             self._allow(method, "GET")
             return 200, {"status": "ok"}
@@ -352,7 +496,7 @@ class AdminListener:
             faults.remove(found.id)
             return 200, {"removed": 1}
         raise HttpError(404, f"no such resource {path[:80]!r}; see GET /health, /faults, /state, /clock, "
-                             "/crash-points")
+                             "/crash-points, /metrics, /inspector, /trace")
 
     @staticmethod
     def _allow(method: str, *allowed: str) -> None:

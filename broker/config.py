@@ -67,6 +67,11 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("log.retention.check.interval.ms", "long", "300000", "How often retention runs."),
     ("log.initial.task.delay.ms", "long", "30000", "Delay before the first retention and checkpoint run."),
     ("log.flush.offset.checkpoint.interval.ms", "int", "60000", "How often offset checkpoints are written."),
+    ("log.cleaner.enable", "boolean", "true", "Compact cleanup.policy=compact topics (storage/cleaner.py)."),
+    ("log.cleaner.backoff.ms", "long", "15000", "How often the log cleaner looks for a log to compact."),
+    ("minikafka.cleaner.crash.point", "string", None,
+     "minikafka, tests only: kill the broker's own process (as kill -9) when the log cleaner reaches this "
+     "step of a segment swap: after_cleaned, after_swap or after_delete. For `minikafka serve` only."),
     ("offsets.topic.num.partitions", "int", "50", "Partitions of __consumer_offsets."),
     ("transaction.state.log.num.partitions", "int", "50", "Partitions of __transaction_state."),
     ("transaction.max.timeout.ms", "int", "900000", "Largest transaction.timeout.ms a producer may ask for."),
@@ -195,6 +200,9 @@ class BrokerConfig:
     retention_check_interval_ms: int = 300000
     initial_task_delay_ms: int = 30000
     checkpoint_interval_ms: int = 60000
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15000
+    cleaner_crash_point: str | None = None
     offsets_topic_num_partitions: int = 50
     transaction_state_log_num_partitions: int = 50
     transaction_max_timeout_ms: int = 900000
@@ -254,6 +262,17 @@ def _admin_port(value: str | None) -> int | None:
 
 def _names(value: str) -> tuple[str, ...]:
     return tuple(name for name in (part.strip() for part in value.split(",")) if name)
+
+
+def _api_names(value: str) -> tuple[str, ...]:
+    from minikafka.protocol.api_keys import api_key_by_name
+
+    names = _names(value)
+    for name in names:
+        if api_key_by_name(name) is None:
+            raise ConfigError(f"minikafka.trace.apis: unknown Kafka API {name!r} (Kafka's names, such as Produce "
+                              "or EndTxn)")
+    return names
 
 
 CLOCKS = ("system", "manual")
@@ -351,6 +370,9 @@ def build_config(
         retention_check_interval_ms=int(get("log.retention.check.interval.ms")),
         initial_task_delay_ms=int(get("log.initial.task.delay.ms")),
         checkpoint_interval_ms=int(get("log.flush.offset.checkpoint.interval.ms")),
+        log_cleaner_enable=get("log.cleaner.enable").lower() == "true",
+        log_cleaner_backoff_ms=_at_least(1, "log.cleaner.backoff.ms", get("log.cleaner.backoff.ms")),
+        cleaner_crash_point=props.get("minikafka.cleaner.crash.point") or None,
         offsets_topic_num_partitions=int(get("offsets.topic.num.partitions")),
         transaction_state_log_num_partitions=int(get("transaction.state.log.num.partitions")),
         transaction_max_timeout_ms=int(get("transaction.max.timeout.ms")),
@@ -369,7 +391,7 @@ def build_config(
         clock=_clock(get("minikafka.clock")),
         trace_file=props.get("minikafka.trace.file") or None,
         trace_records=get("minikafka.trace.records").lower() == "true",
-        trace_apis=_names(get("minikafka.trace.apis")),
+        trace_apis=_api_names(get("minikafka.trace.apis")),
         trace_client_ids=_names(get("minikafka.trace.client.ids")),
         trace_topics=_names(get("minikafka.trace.topics")),
         trace_ring_size=_at_least(0, "minikafka.trace.ring.size", get("minikafka.trace.ring.size")),

@@ -1,83 +1,294 @@
-"""The flight recorder: every request/response pair as one JSON-ready dict, kept in a ring and traced.
+"""The flight recorder: every request/response pair as one JSON object, kept in a ring and traced.
+
+An entry (one line of `--trace FILE`, one element of GET /trace, one event of GET /trace/stream):
+
+    {"time": "2026-11-23T16:49:36.123Z", "time_ms": ..., "node_id": 0, "connection_id": 3,
+     "peer": "127.0.0.1:51234", "client_id": "rdkafka", "api": "EndTxn", "api_key": 26, "api_version": 3,
+     "correlation_id": 7, "latency_ms": 0.412, "request_bytes": 41, "response_bytes": 10,
+     "outcome": "answered" | "no_response" | "closed", "close_reason": "..." (closed only),
+     "topics": [...], "errors": ["NOT_COORDINATOR", ...], "request": {...}, "response": {...}}
+
+The bodies are rendered by protocol/render.py (error codes by name, record batches summarised from
+their headers). "topics" lists every topic the request or response names; "errors" every error code
+other than NONE in the response.
+
+Cost: the ring is always on (minikafka.trace.ring.size, default 1000), so observing must be cheap.
+An exchange is kept as the Exchange itself and rendered only when asked for (recent(), a subscriber's
+get(), the trace file). The exception is a body that holds record batches (Produce requests, Fetch
+responses), since keeping it would keep the record bytes alive: it is kept as a snapshot, its field
+values with each batch reduced to a copy of its 61-byte header (at most 64 batches an exchange; the
+rest are counted). bench/trace_cost.py measures it.
+
+Filters: the trace file writes only the exchanges the configured filters (minikafka.trace.apis,
+.client.ids, .topics) let through; the ring keeps every exchange, and recent() and subscribe() take
+their own api / client_id / topic filters. `--trace-records` decodes records in the trace file only:
+the ring and its readers always get batch summaries, so memory stays bounded.
 
 Interface used by the admin listener and the inspector:
 - `observe(exchange)` is the exchange observer (broker/observe.py);
 - `recent(limit, api=, client_id=, topic=)` returns the newest exchanges, oldest first;
-- `subscribe()` returns a `TraceSubscription` whose `get()` awaits the next exchange.
+- `subscribe(api=, client_id=, topic=)` returns a `TraceSubscription` whose `get()` awaits the next
+  matching exchange (and raises TraceClosed once the subscription or the recorder is closed).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import json
+import operator
 import sys
+import time
+import uuid
+from collections.abc import Callable
 from typing import IO, Any
 
-from minikafka.protocol.api_keys import api_name
+import structlog
+from minikafka.protocol.api_keys import api_key_by_name, kafka_api_name
+from minikafka.protocol.render import Walk, has_records, plan_of, render_body, snapshot
 
-from .observe import Exchange
+from .observe import CLOSED, Exchange
 
+_log = structlog.get_logger("minikafka.recorder")
 _SUBSCRIBER_QUEUE = 1000
+# The ring holds at most this many bytes of requests and responses as they were on the wire, record batches
+# not counted (they are not kept): minikafka.trace.ring.size bounds the count, this the memory when the
+# exchanges are large (Metadata for thousands of topics). The kept objects take a small multiple of it.
+RING_MAX_WIRE_BYTES = 64 * 1024 * 1024
+_EXCHANGE_FIELDS = tuple(field.name for field in dataclasses.fields(Exchange))
+_exchange_values = operator.attrgetter(*_EXCHANGE_FIELDS)  # in the order Exchange(*values) takes them
+_REQUEST = _EXCHANGE_FIELDS.index("request")
+_RESPONSE = _EXCHANGE_FIELDS.index("response")
+
+
+class TraceClosed(Exception):
+    """The subscription ended: closed by its reader, or the recorder was closed (the broker stops)."""
+
+
+class TraceFilter:
+    """Which exchanges a reader wants: any of `apis`, `client_ids`, `topics` (each empty: all)."""
+
+    __slots__ = ("api_keys", "client_ids", "topics")
+
+    def __init__(self, apis: tuple[str, ...] | list[str] = (), client_ids: tuple[str, ...] | list[str] = (),
+                 topics: tuple[str, ...] | list[str] = ()) -> None:
+        keys = set()
+        for name in apis:
+            key = api_key_by_name(name)
+            if key is None:
+                raise ValueError(f"unknown Kafka API {name!r} (use Kafka's names, such as Produce or EndTxn)")
+            keys.add(key)
+        self.api_keys = frozenset(keys)
+        self.client_ids = frozenset(client_ids)
+        self.topics = frozenset(topics)
+
+    @classmethod
+    def of(cls, api: str | None, client_id: str | None, topic: str | None) -> TraceFilter:
+        return cls(() if api is None else (api,), () if client_id is None else (client_id,),
+                   () if topic is None else (topic,))
+
+    def passes_header(self, exchange: Exchange) -> bool:
+        """The checks that need no rendering."""
+        return ((not self.api_keys or exchange.api_key in self.api_keys)
+                and (not self.client_ids or exchange.client_id in self.client_ids))
+
+    def passes_topics(self, topics: list[str]) -> bool:
+        return not self.topics or not self.topics.isdisjoint(topics)
 
 
 class TraceSubscription:
     """Exchanges as they happen; a subscriber that falls more than its queue behind loses the oldest."""
 
-    def __init__(self, recorder: FlightRecorder, maxsize: int) -> None:
+    def __init__(self, recorder: FlightRecorder, maxsize: int, wanted: TraceFilter) -> None:
         self._recorder = recorder
-        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize)
+        self.wanted = wanted
+        self.queue: asyncio.Queue[Exchange | None] = asyncio.Queue(maxsize)
         self.dropped = 0
+        self.closed = False
 
-    def offer(self, entry: dict[str, Any]) -> None:
+    def offer(self, exchange: Exchange) -> None:
+        if self.closed or not self.wanted.passes_header(exchange):
+            return
         if self.queue.full():
             self.queue.get_nowait()
             self.dropped += 1
-        self.queue.put_nowait(entry)
+        self.queue.put_nowait(exchange)
 
     async def get(self) -> dict[str, Any]:
-        return await self.queue.get()
+        """The next matching exchange, rendered; TraceClosed once closed."""
+        # Each turn waits for one queued exchange: the topic filter needs the rendering, so one that fails
+        # it is skipped here rather than in offer(); close() queues the sentinel that ends the wait.
+        while not self.closed:
+            exchange = await self.queue.get()
+            if exchange is None:
+                break
+            entry = self._recorder.render(exchange)
+            if self.wanted.passes_topics(entry["topics"]):
+                return entry
+        raise TraceClosed("trace subscription closed")
 
     def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         self._recorder.unsubscribe(self)
+        if self.queue.full():
+            self.queue.get_nowait()
+        self.queue.put_nowait(None)  # wakes a reader waiting in get()
+
+
+def iso_time(time_ms: int) -> str:
+    seconds, millis = divmod(time_ms, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
 
 
 class FlightRecorder:
     def __init__(self, *, ring_size: int, trace_file: str | None, decode_records: bool, apis: tuple[str, ...],
-                 client_ids: tuple[str, ...], topics: tuple[str, ...]) -> None:
-        self.ring: collections.deque[dict[str, Any]] = collections.deque(maxlen=ring_size)
+                 client_ids: tuple[str, ...], topics: tuple[str, ...],
+                 resolve_topic: Callable[[uuid.UUID], str | None] | None = None) -> None:
+        self.ring: collections.deque[Exchange] = collections.deque()
+        self.ring_size = ring_size
+        self._ring_weights: collections.deque[int] = collections.deque()
+        self._ring_bytes = 0
         self.decode_records = decode_records
-        self.apis = frozenset(apis)
-        self.client_ids = frozenset(client_ids)
-        self.topics = frozenset(topics)
+        self.file_filter = TraceFilter(apis, client_ids, topics)
+        self.resolve_topic = resolve_topic
         self._subscribers: list[TraceSubscription] = []
+        self._render_failures: set[int] = set()  # API keys whose trace line failed to render, logged once
         self._out: IO[str] | None = None
         if trace_file == "-":
             self._out = sys.stdout
         elif trace_file is not None:
+            # Line-buffered: a client hanging now must be visible in the file now, and a crash loses nothing.
             self._out = open(trace_file, "a", encoding="utf-8", buffering=1)  # noqa: SIM115  # closed by close()
 
+    # --- observing ------------------------------------------------------------------------------------
+
     def observe(self, exchange: Exchange) -> None:
-        entry = {
-            "time_ms": exchange.time_ms, "connection_id": exchange.connection_id, "peer": exchange.peer,
-            "client_id": exchange.client_id, "api": api_name(exchange.api_key), "api_version": exchange.api_version,
-            "correlation_id": exchange.correlation_id, "latency_ms": round(exchange.latency_ns / 1e6, 3),
-            "outcome": exchange.outcome,
-        }
-        self.ring.append(entry)
-        for subscriber in tuple(self._subscribers):
-            subscriber.offer(entry)
-        if self._out is not None:
+        kept = exchange
+        weight = exchange.request_bytes + exchange.response_bytes
+        if self.ring_size or self._subscribers or not self.decode_records:
+            request, response = exchange.request, exchange.response
+            request_records = request is not None and has_records(type(request))
+            response_records = response is not None and has_records(type(response))
+            if request_records or response_records:
+                kept, records_bytes = self._stripped(exchange, request_records, response_records)
+                weight -= records_bytes
+        if self.ring_size:
+            self._keep(kept, weight)
+        if self._subscribers:
+            for subscriber in tuple(self._subscribers):
+                subscriber.offer(kept)
+        if self._out is not None and self.file_filter.passes_header(exchange):
+            self._trace(exchange if self.decode_records else kept)
+
+    def _keep(self, exchange: Exchange, weight: int) -> None:
+        ring, weights = self.ring, self._ring_weights
+        ring.append(exchange)
+        weights.append(weight)
+        self._ring_bytes += weight
+        while len(ring) > self.ring_size or (self._ring_bytes > RING_MAX_WIRE_BYTES and len(ring) > 1):
+            ring.popleft()
+            self._ring_bytes -= weights.popleft()
+
+    def _stripped(self, exchange: Exchange, request_records: bool,
+                  response_records: bool) -> tuple[Exchange, int]:
+        """A copy whose record-holding bodies are snapshots without the record bytes (render.snapshot), and
+        how many record bytes it let go of."""
+        walk = Walk()  # one budget of batch summaries for the whole exchange
+        request, response = exchange.request, exchange.response
+        if request_records:
+            request = snapshot(request, plan_of(type(request)), walk)
+        if response_records:
+            response = snapshot(response, plan_of(type(response)), walk)
+        if request is exchange.request and response is exchange.response:
+            return exchange, 0  # no batches in it after all
+        values = list(_exchange_values(exchange))
+        values[_REQUEST] = request
+        values[_RESPONSE] = response
+        return Exchange(*values), walk.records_bytes
+
+    def _trace(self, exchange: Exchange) -> None:
+        try:
+            entry = self.render(exchange, decode_records=self.decode_records)
+        except Exception:
+            # A body this renderer gets wrong must not cost the ring and the rest of the trace (an observer
+            # that raises is removed); said once per API so a steady stream of them does not flood the log.
+            if exchange.api_key not in self._render_failures:
+                self._render_failures.add(exchange.api_key)
+                _log.exception("trace line could not be rendered; left out", api=kafka_api_name(exchange.api_key))
+            return
+        if not self.file_filter.passes_topics(entry["topics"]):
+            return
+        assert self._out is not None
+        try:
             self._out.write(json.dumps(entry, separators=(",", ":")) + "\n")
+        except OSError as exc:
+            # A full disk must not fail requests; the trace stops, and says so once in the broker log.
+            _log.error("trace file write failed; tracing stopped", error=str(exc))
+            self._close_file()
+
+    # --- rendering ------------------------------------------------------------------------------------
+
+    def render(self, exchange: Exchange, *, decode_records: bool = False) -> dict[str, Any]:
+        """The JSON-ready entry of `exchange` (see the module docstring)."""
+        topics: set[str] = set()
+        errors: set[str] = set()
+        request = self._body(exchange.request, topics, errors, decode_records)
+        response_errors: set[str] = set()
+        response = self._body(exchange.response, topics, response_errors, decode_records)
+        entry: dict[str, Any] = {
+            "time": iso_time(exchange.time_ms), "time_ms": exchange.time_ms, "node_id": exchange.node_id,
+            "connection_id": exchange.connection_id, "peer": exchange.peer, "client_id": exchange.client_id,
+            "api": kafka_api_name(exchange.api_key), "api_key": exchange.api_key,
+            "api_version": exchange.api_version, "correlation_id": exchange.correlation_id,
+            "latency_ms": round(exchange.latency_ns / 1e6, 3), "request_bytes": exchange.request_bytes,
+            "response_bytes": exchange.response_bytes, "outcome": exchange.outcome,
+        }
+        if exchange.outcome == CLOSED:
+            entry["close_reason"] = exchange.close_reason
+        # Error codes in a request (WriteTxnMarkers has none; a few admin requests echo results) are not
+        # what went wrong: "errors" is what the broker answered.
+        entry["topics"] = sorted(topics)
+        entry["errors"] = sorted(response_errors)
+        entry["request"] = request
+        entry["response"] = response
+        return entry
+
+    def _body(self, body: Any, topics: set[str], errors: set[str], decode_records: bool) -> dict[str, Any] | None:
+        if body is None:
+            return None
+        walk = Walk(decode_records=decode_records, resolve_topic=self.resolve_topic)
+        rendered = render_body(body, walk)
+        topics |= walk.topics
+        errors |= walk.errors
+        return rendered
+
+    # --- reading --------------------------------------------------------------------------------------
 
     def recent(self, limit: int | None = None, *, api: str | None = None, client_id: str | None = None,
                topic: str | None = None) -> list[dict[str, Any]]:
-        entries = [e for e in self.ring if (api is None or e["api"] == api)
-                   and (client_id is None or e["client_id"] == client_id)]
-        return entries if limit is None else entries[-limit:]
+        """The newest `limit` (None: all kept) exchanges that pass the filters, oldest first.
 
-    def subscribe(self, maxsize: int = _SUBSCRIBER_QUEUE) -> TraceSubscription:
-        subscription = TraceSubscription(self, maxsize)
+        An unknown API name raises ValueError."""
+        wanted = TraceFilter.of(api, client_id, topic)
+        found: list[dict[str, Any]] = []
+        for exchange in reversed(tuple(self.ring)):
+            if limit is not None and len(found) >= limit:
+                break
+            if not wanted.passes_header(exchange):
+                continue
+            entry = self.render(exchange)
+            if wanted.passes_topics(entry["topics"]):
+                found.append(entry)
+        found.reverse()
+        return found
+
+    def subscribe(self, maxsize: int = _SUBSCRIBER_QUEUE, *, api: str | None = None, client_id: str | None = None,
+                  topic: str | None = None) -> TraceSubscription:
+        """Exchanges from now on that pass the filters; close() the subscription when done."""
+        subscription = TraceSubscription(self, maxsize, TraceFilter.of(api, client_id, topic))
         self._subscribers.append(subscription)
         return subscription
 
@@ -86,6 +297,16 @@ class FlightRecorder:
             self._subscribers.remove(subscription)
 
     def close(self) -> None:
-        if self._out is not None and self._out is not sys.stdout:
-            self._out.close()
-        self._out = None
+        """End every subscription and flush and close the trace file (the broker stops)."""
+        for subscription in tuple(self._subscribers):
+            subscription.close()
+        self._close_file()
+
+    def _close_file(self) -> None:
+        out, self._out = self._out, None
+        if out is None:
+            return
+        if out is sys.stdout:
+            out.flush()
+        else:
+            out.close()

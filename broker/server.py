@@ -115,6 +115,7 @@ class BrokerServer:
                                                       waiters),
         )
         self.services.crash_points.kills_process = self.owns_process
+        self.services.metrics.open_connections = lambda: self.connection_count
         self.services.transactions.crash_point = self.services.crash_points.reach
         self._debugging_closers = install_debugging(self.services, config)
         self.services.groups.start()
@@ -243,7 +244,10 @@ class BrokerServer:
             assert self.services is not None
             return self.services
 
+        cleaner = [("log cleaner", config.log_cleaner_backoff_ms,
+                    lambda: services().logs.start_cleaning(config.cleaner_crash_point))]
         return [
+            *(cleaner if config.log_cleaner_enable else []),
             ("retention", config.retention_check_interval_ms, lambda: services().logs.run_retention()),
             ("checkpoint", config.checkpoint_interval_ms, lambda: services().logs.checkpoint()),
             ("producer expiry", config.producer_id_expiration_check_interval_ms,

@@ -65,6 +65,30 @@ def api_name(key: int) -> str:
 
 
 @cache
+def kafka_api_name(key: int) -> str:
+    """The name Kafka gives the API ("FindCoordinator", "EndTxn"), for keys kio knows even if we do not serve them."""
+    snake = api_key_map.get(key)
+    if snake is None:
+        return f"Unknown{key}"
+    return "".join(part.capitalize() for part in snake.split("_"))
+
+
+def _normalized(name: str) -> str:
+    return name.replace("_", "").replace("-", "").lower()
+
+
+_KEYS_BY_NAME = {_normalized(name): key for key, name in api_key_map.items()}
+
+
+def api_key_by_name(name: str) -> int | None:
+    """The key of an API named as Kafka does ("EndTxn"), as our enum does ("END_TXN"), or by number."""
+    text = name.strip()
+    if text.isdigit():
+        return int(text) if int(text) in api_key_map else None
+    return _KEYS_BY_NAME.get(_normalized(text))
+
+
+@cache
 def kio_range(key: int) -> VersionRange:
     """The versions of `key` that kio has schemas for."""
     versions = sorted(schema_name_map[api_key_map[key]])

@@ -14,9 +14,9 @@ with JSON logs into `log_file` and its admin listener on a free port, and reads 
 `broker ready` line.
 
 The control plane (`add_fault`, `faults`, `remove_fault`, `clear_faults`, `state`, `wait_for`,
-`wait_until_lso`, `advance_clock`, `clock`) works in both modes: in-process it runs on the broker's event
-loop thread, in process mode it goes over the HTTP admin API. Crash points (`add_crash_point`) kill the
-broker's process, so they need mode="process".
+`wait_until_lso`, `advance_clock`, `clock`, `metrics`, `trace`) works in both modes: in-process it runs on
+the broker's event loop thread, in process mode it goes over the HTTP admin API. Crash points
+(`add_crash_point`) kill the broker's process, so they need mode="process".
 """
 
 from __future__ import annotations
@@ -449,6 +449,30 @@ class Broker:
         state = self.wait_for(reached, timeout)
         return state["topics"][topic]["partitions"][str(partition)]  # type: ignore[no-any-return]
 
+    def trace(self, limit: int | None = None, api: str | None = None, client_id: str | None = None,
+              topic: str | None = None) -> list[dict[str, Any]]:
+        """The flight recorder's newest `limit` (None: all it keeps, minikafka.trace.ring.size) request/response
+        pairs, oldest first, filtered by API (Kafka's name, "EndTxn"), client id and topic named; each as a line
+        of `--trace` (README "Flight recorder"). An unknown API name raises ValueError; a broker started with
+        minikafka.trace.ring.size=0 raises BrokerError."""
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be positive, not {limit}")
+        if isinstance(self._running, _InProcessBroker):
+            def recent(server: BrokerServer) -> list[dict[str, Any]]:
+                recorder = _services(server).recorder
+                if recorder is None:
+                    raise BrokerError("the flight recorder is off (minikafka.trace.ring.size=0)")
+                return recorder.recent(limit, api=api, client_id=client_id, topic=topic)
+
+            return self._running.call(recent, self.timeout)
+        query = {key: value for key, value in (("limit", limit), ("api", api), ("client_id", client_id),
+                                               ("topic", topic)) if value is not None}
+        path = "/trace" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        try:
+            return self._admin("GET", path)["exchanges"]  # type: ignore[no-any-return]
+        except FaultSpecError as exc:  # the admin API's 400
+            raise ValueError(str(exc)) from None
+
     def clock(self) -> dict[str, Any]:
         """{"clock": "system" or "manual", "now_ms": the broker's time, "advanced_ms": how far a manual clock
         has been moved (None on the system clock)}."""
@@ -457,6 +481,19 @@ class Broker:
 
             return self._running.call(lambda server: clock_snapshot(_services(server)), self.timeout)
         return self._admin("GET", "/clock")
+
+    def metrics(self) -> str:
+        """The broker's Prometheus metrics in the text format GET /metrics serves (README "Metrics"); parse
+        them with prometheus_client.parser.text_string_to_metric_families."""
+        if isinstance(self._running, _InProcessBroker):
+            from minikafka.broker.prometheus import render
+
+            return self._running.call(lambda server: render(_services(server)).decode(), self.timeout)
+        url = self.admin_url
+        if url is None:
+            raise BrokerError("the broker is not running")
+        with urllib.request.urlopen(url + "/metrics", timeout=self.timeout) as response:
+            return response.read().decode()  # type: ignore[no-any-return]
 
     def advance_clock(self, ms: int) -> dict[str, Any]:
         """Move the broker's manual clock (config minikafka.clock=manual) `ms` forward, running every timeout

@@ -21,6 +21,7 @@ class BrokerProcess:
     """A broker subprocess with its own data dir; restartable, killable with -9."""
 
     ready_deadline_s = READY_DEADLINE_S
+    extra_args: tuple[str, ...] = ()  # more `serve` flags, e.g. ("--trace", path)
 
     def __init__(self, data_dir: Path, log_dir: Path, overrides: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
@@ -43,6 +44,7 @@ class BrokerProcess:
                 "--port", str(self.port), "--data-dir", str(self.data_dir), "--log-format", "json"]
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
+        args += self.extra_args
         with open(log_path, "wb") as log_file:
             self.process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT, **self._popen_options())
         self.port = self._wait_ready(log_path)
