@@ -156,7 +156,7 @@ def _recorder_alone(exchanges: list[Exchange], trace_dir: Path, calls: int,
         ring = _recorder(1000, None, False)
         traced = _recorder(1000, str(trace_dir / "alone.jsonl"), False)
         ring.observe(exchange)
-        kept = ring.ring[-1]
+        kept = ring.ring[-1].exchange
         rows += [(label, "observe() alone, ring", _best_us(lambda ring=ring, e=exchange: ring.observe(e), calls,
                                                             rounds)),
                  (label, "observe() alone, ring + --trace FILE",

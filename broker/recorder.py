@@ -14,10 +14,13 @@ other than NONE in the response.
 
 Cost: the ring is always on (minikafka.trace.ring.size, default 1000), so observing must be cheap.
 An exchange is kept as the Exchange itself and rendered only when asked for (recent(), a subscriber's
-get(), the trace file). The exception is a body that holds record batches (Produce requests, Fetch
-responses), since keeping it would keep the record bytes alive: it is kept as a snapshot, its field
-values with each batch reduced to a copy of its 61-byte header (at most 64 batches an exchange; the
-rest are counted). bench/trace_cost.py measures it.
+get(), the trace file). Bodies that hold record batches (Produce requests, Fetch responses) are kept
+whole too, their record bytes included, until the ring holds RING_MAX_RECORD_BYTES of them; past that
+the oldest are reduced to snapshots, their field values with each batch cut to a copy of its 61-byte
+header (at most 64 batches an exchange; the rest are counted). Reducing costs about as much as a small
+request, so it is paid only under a data load big enough to need it, where each exchange it reduces
+moved megabytes anyway; with small batches the ring's count evicts them first and nothing is reduced.
+Subscribers (the inspector's live view) get the reduced form at once. bench/trace_cost.py measures it.
 
 Filters: the trace file writes only the exchanges the configured filters (minikafka.trace.apis,
 .client.ids, .topics) let through; the ring keeps every exchange, and recent() and subscribe() take
@@ -56,10 +59,24 @@ _SUBSCRIBER_QUEUE = 1000
 # not counted (they are not kept): minikafka.trace.ring.size bounds the count, this the memory when the
 # exchanges are large (Metadata for thousands of topics). The kept objects take a small multiple of it.
 RING_MAX_WIRE_BYTES = 64 * 1024 * 1024
+# Wire bytes of exchanges kept whole with their record batches; past it the oldest are reduced to batch
+# summaries (see the module docstring).
+RING_MAX_RECORD_BYTES = 32 * 1024 * 1024
 _EXCHANGE_FIELDS = tuple(field.name for field in dataclasses.fields(Exchange))
 _exchange_values = operator.attrgetter(*_EXCHANGE_FIELDS)  # in the order Exchange(*values) takes them
 _REQUEST = _EXCHANGE_FIELDS.index("request")
 _RESPONSE = _EXCHANGE_FIELDS.index("response")
+
+
+class _Kept:
+    """One exchange in the ring; `whole` while it still holds its record bytes."""
+
+    __slots__ = ("exchange", "weight", "whole")
+
+    def __init__(self, exchange: Exchange, weight: int, whole: bool) -> None:
+        self.exchange = exchange
+        self.weight = weight  # wire bytes counted against the ring's budgets
+        self.whole = whole
 
 
 class TraceClosed(Exception):
@@ -147,10 +164,11 @@ class FlightRecorder:
     def __init__(self, *, ring_size: int, trace_file: str | None, decode_records: bool, apis: tuple[str, ...],
                  client_ids: tuple[str, ...], topics: tuple[str, ...],
                  resolve_topic: Callable[[uuid.UUID], str | None] | None = None) -> None:
-        self.ring: collections.deque[Exchange] = collections.deque()
+        self.ring: collections.deque[_Kept] = collections.deque()
         self.ring_size = ring_size
-        self._ring_weights: collections.deque[int] = collections.deque()
-        self._ring_bytes = 0
+        self._ring_bytes = 0  # wire bytes of the kept exchanges that hold no record bytes
+        self._whole_bytes = 0  # wire bytes of those kept whole with their record batches
+        self._whole: collections.deque[_Kept] = collections.deque()  # those, oldest first
         self.decode_records = decode_records
         self.file_filter = TraceFilter(apis, client_ids, topics)
         self.resolve_topic = resolve_topic
@@ -166,41 +184,50 @@ class FlightRecorder:
     # --- observing ------------------------------------------------------------------------------------
 
     def observe(self, exchange: Exchange) -> None:
-        kept = exchange
-        weight = exchange.request_bytes + exchange.response_bytes
-        if self.ring_size or self._subscribers or not self.decode_records:
-            request, response = exchange.request, exchange.response
-            request_records = request is not None and has_records(type(request))
-            response_records = response is not None and has_records(type(response))
-            if request_records or response_records:
-                kept, records_bytes = self._stripped(exchange, request_records, response_records)
-                weight -= records_bytes
+        request, response = exchange.request, exchange.response
+        holds_records = ((request is not None and has_records(type(request)))
+                         or (response is not None and has_records(type(response))))
         if self.ring_size:
-            self._keep(kept, weight)
+            self._keep(_Kept(exchange, exchange.request_bytes + exchange.response_bytes, holds_records))
         if self._subscribers:
+            offered = self._stripped(exchange)[0] if holds_records else exchange
             for subscriber in tuple(self._subscribers):
-                subscriber.offer(kept)
+                subscriber.offer(offered)
         if self._out is not None and self.file_filter.passes_header(exchange):
-            self._trace(exchange if self.decode_records else kept)
+            self._trace(exchange)
 
-    def _keep(self, exchange: Exchange, weight: int) -> None:
-        ring, weights = self.ring, self._ring_weights
-        ring.append(exchange)
-        weights.append(weight)
-        self._ring_bytes += weight
+    def _keep(self, kept: _Kept) -> None:
+        ring = self.ring
+        ring.append(kept)
+        if kept.whole:
+            self._whole.append(kept)
+            self._whole_bytes += kept.weight
+        else:
+            self._ring_bytes += kept.weight
+        while self._whole_bytes > RING_MAX_RECORD_BYTES and len(self._whole) > 1:
+            oldest = self._whole.popleft()
+            self._whole_bytes -= oldest.weight
+            oldest.exchange, record_bytes = self._stripped(oldest.exchange)
+            oldest.weight = max(oldest.weight - record_bytes, 0)
+            oldest.whole = False
+            self._ring_bytes += oldest.weight
         while len(ring) > self.ring_size or (self._ring_bytes > RING_MAX_WIRE_BYTES and len(ring) > 1):
-            ring.popleft()
-            self._ring_bytes -= weights.popleft()
+            oldest = ring.popleft()
+            if oldest.whole:
+                # The oldest kept whole is the oldest in the ring that still is: both queues are in arrival order.
+                self._whole.popleft()
+                self._whole_bytes -= oldest.weight
+            else:
+                self._ring_bytes -= oldest.weight
 
-    def _stripped(self, exchange: Exchange, request_records: bool,
-                  response_records: bool) -> tuple[Exchange, int]:
+    def _stripped(self, exchange: Exchange) -> tuple[Exchange, int]:
         """A copy whose record-holding bodies are snapshots without the record bytes (render.snapshot), and
         how many record bytes it let go of."""
         walk = Walk()  # one budget of batch summaries for the whole exchange
         request, response = exchange.request, exchange.response
-        if request_records:
+        if request is not None and has_records(type(request)):
             request = snapshot(request, plan_of(type(request)), walk)
-        if response_records:
+        if response is not None and has_records(type(response)):
             response = snapshot(response, plan_of(type(response)), walk)
         if request is exchange.request and response is exchange.response:
             return exchange, 0  # no batches in it after all
@@ -274,7 +301,8 @@ class FlightRecorder:
         An unknown API name raises ValueError."""
         wanted = TraceFilter.of(api, client_id, topic)
         found: list[dict[str, Any]] = []
-        for exchange in reversed(tuple(self.ring)):
+        for kept in reversed(tuple(self.ring)):
+            exchange = kept.exchange
             if limit is not None and len(found) >= limit:
                 break
             if not wanted.passes_header(exchange):

@@ -158,7 +158,10 @@ def test_every_served_api_renders_as_json(api_key: ApiKey) -> None:
             json.dumps(render_body(body, Walk(decode_records=True)))
 
 
-def test_the_ring_keeps_no_record_bytes() -> None:
+def test_past_its_record_budget_the_ring_keeps_no_record_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from minikafka.broker import recorder as recorder_module
+
+    monkeypatch.setattr(recorder_module, "RING_MAX_RECORD_BYTES", 0)  # only the newest is kept whole
     records = _transactional_batch() * 2
     baseline = sys.getrefcount(records)
     recorder = _recorder()
@@ -168,22 +171,29 @@ def test_the_ring_keeps_no_record_bytes() -> None:
     recorder.observe(_exchange(ApiKey.FETCH, 12, None, response))
     del request, response
     gc.collect()
+    assert sys.getrefcount(records) > baseline  # the fetch, newest, still holds them
+    recorder.observe(_exchange(ApiKey.PRODUCE, 9, _produce("t", _transactional_batch())))
+    gc.collect()
     assert sys.getrefcount(records) == baseline
-    produce, fetch = recorder.recent()
+    produce, fetch, _newest = recorder.recent()
     assert produce["request"]["topic_data"][0]["partition_data"][0]["records"]["batches"][1]["baseOffset"] == 0
     assert len(fetch["response"]["responses"][0]["partitions"][0]["records"]["batches"]) == 2
 
 
-def test_the_ring_keeps_no_view_of_a_records_buffer() -> None:
+def test_a_reduced_exchange_keeps_no_view_of_a_records_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    from minikafka.broker import recorder as recorder_module
+
+    monkeypatch.setattr(recorder_module, "RING_MAX_RECORD_BYTES", 0)
     buffer = bytearray(_transactional_batch())
     baseline = sys.getrefcount(buffer)
     recorder = _recorder()
     view = memoryview(buffer)
     recorder.observe(_exchange(ApiKey.FETCH, 12, None, _fetch_response(view)))  # type: ignore[arg-type]
+    recorder.observe(_exchange(ApiKey.PRODUCE, 9, _produce("t", _transactional_batch())))
     view.release()  # raises BufferError if the ring still held a view of it
     del view
     assert sys.getrefcount(buffer) == baseline
-    [entry] = recorder.recent()
+    [entry, _newest] = recorder.recent()
     assert entry["response"]["responses"][0]["partitions"][0]["records"]["batches"][0]["producerId"] == 4000
 
 
@@ -218,12 +228,30 @@ def test_the_ring_is_bounded_in_wire_bytes_too(monkeypatch: pytest.MonkeyPatch) 
     big.response_bytes = 600
     recorder.observe(big)
     assert [e["correlation_id"] for e in recorder.recent()] == [4, 5, 6]
-    # Record batches are not kept, so they do not count: a produce of 5000 record bytes weighs 150.
+    # An exchange holding record batches is kept whole, counted against RING_MAX_RECORD_BYTES instead.
+    monkeypatch.setattr(recorder_module, "RING_MAX_RECORD_BYTES", 6000)
     batches = _transactional_batch() * 50
-    produce = _exchange(ApiKey.PRODUCE, 9, _produce("t", batches), correlation_id=7)
-    produce.request_bytes = 100 + len(batches)
-    recorder.observe(produce)
-    assert [e["correlation_id"] for e in recorder.recent()] == [5, 6, 7]
+    produces = []
+    for correlation_id in (7, 8):
+        produce = _exchange(ApiKey.PRODUCE, 9, _produce("t", batches), correlation_id=correlation_id)
+        produce.request_bytes = 100 + len(batches)  # 5150 of the 6000 each
+        produces.append(produce)
+    recorder.observe(produces[0])
+    assert [e["correlation_id"] for e in recorder.recent()] == [4, 5, 6, 7]
+    assert recorder.ring[-1].exchange is produces[0]
+    # The second passes the record budget: the first is reduced to batch summaries (150 wire bytes left),
+    # which then count against the 1000 of RING_MAX_WIRE_BYTES and push out 4.
+    recorder.observe(produces[1])
+    assert [e["correlation_id"] for e in recorder.recent()] == [5, 6, 7, 8]
+    reduced, whole = recorder.ring[2], recorder.ring[3]
+    assert (reduced.whole, reduced.weight, whole.whole, whole.exchange is produces[1]) == (False, 150, True, True)
+    assert reduced.exchange.request is not produces[0].request
+    rendered = {e["correlation_id"]: e["request"] for e in recorder.recent()}
+    assert rendered[7] == rendered[8]  # the same batch summaries, from the snapshot and from the bytes
+    nine = _exchange(ApiKey.PRODUCE, 9, _produce("t", batches), correlation_id=9)
+    nine.request_bytes = 100 + len(batches)
+    recorder.observe(nine)
+    assert [e["correlation_id"] for e in recorder.recent()] == [6, 7, 8, 9]
     huge = _exchange(ApiKey.METADATA, 12, metadata, correlation_id=8)
     huge.response_bytes = 5000
     recorder.observe(huge)
