@@ -59,6 +59,10 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench.py $(BENCH_ARGS)
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/trace_cost.py
+	$(BIN)/python bench/metrics_cost.py
+	$(BIN)/python bench/pcap_cost.py
+	$(BIN)/python bench/cleaner.py
 
 # Hostile load (figures printed, never asserted): many connections, a client that never reads,
 # connections dropped mid-request.

@@ -24,14 +24,9 @@ import tempfile
 import time
 import timeit
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
-from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
-from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
-from kio.static.primitive import Records, i32Timedelta
 from minikafka.broker.config import build_config
 from minikafka.broker.context import RequestContext
 from minikafka.broker.dispatch import dispatch
@@ -42,34 +37,9 @@ from minikafka.broker.recorder import FlightRecorder
 from minikafka.broker.server import BrokerServer
 from minikafka.coordinator.group.state import Group, GroupState
 from minikafka.coordinator.transaction.state import TxnMetadata, TxnState
-from minikafka.protocol.codec import encode_request
-from minikafka.protocol.records import Record, build_batch
+from trace_cost import FETCH_BATCHES, batch, request_frames  # bench/ is the script's folder, on sys.path
 
 TOPIC = "bench-metrics"
-FETCH_BATCHES = 10
-
-
-def _batch(count: int = 10, size: int = 20) -> bytes:
-    return build_batch([Record(key=b"key-%d" % i, value=b"v" * size, timestamp=1_700_000_000_000 + i)
-                        for i in range(count)])
-
-
-def _frames() -> list[tuple[str, bytes]]:
-    produce = ProduceRequest(transactional_id=None, acks=1, timeout=i32Timedelta.parse(timedelta(seconds=30)),
-                             topic_data=(TopicProduceData(name=TOPIC, partition_data=(
-                                 PartitionProduceData(index=0, records=Records(_batch())),)),))
-    fetch = FetchRequest(
-        replica_id=-1, max_wait=i32Timedelta.parse(timedelta(milliseconds=0)), min_bytes=1, max_bytes=1 << 20,
-        isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=(), rack_id="",
-        topics=(FetchTopic(topic=TOPIC, partitions=(FetchPartition(
-            partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
-            partition_max_bytes=len(_batch()) * FETCH_BATCHES),)),))
-    metadata = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=TOPIC),),
-                               allow_auto_topic_creation=False, include_topic_authorized_operations=False)
-    # dispatch takes the frame without its 4-byte size prefix.
-    return [("Produce v9, 1 batch", encode_request(1, produce, "bench")[4:]),
-            (f"Fetch v12, {FETCH_BATCHES} batches", encode_request(2, fetch, "bench")[4:]),
-            ("Metadata v12, 1 topic", encode_request(3, metadata, "bench")[4:])]
 
 
 async def _per_call_us(frame: bytes, make_context: Any, calls: int) -> float:
@@ -95,7 +65,7 @@ async def _requests(calls: int, rounds: int) -> tuple[list[tuple[str, str, float
             log = services.logs.partition(TOPIC, 0)
             assert log is not None
             for _ in range(FETCH_BATCHES * 2):
-                log.append(bytearray(_batch()), services.clock.now_ms())
+                log.append(bytearray(batch()), services.clock.now_ms())
             node = server.node
 
             def make_context(api_key: int, api_version: int, correlation_id: int,
@@ -112,7 +82,7 @@ async def _requests(calls: int, rounds: int) -> tuple[list[tuple[str, str, float
                 ("ring + metrics (default)", [ring.observe, metrics.observe]),
                 ("keep the exchange", [kept.append])]
             rows = []
-            for label, frame in _frames():
+            for label, frame in request_frames(TOPIC, TOPIC):
                 best = [float("inf")] * len(variants)
                 for _ in range(rounds):
                     for index, (_name, observers) in enumerate(variants):
@@ -122,7 +92,7 @@ async def _requests(calls: int, rounds: int) -> tuple[list[tuple[str, str, float
                 rows += [(label, name, micros) for (name, _), micros in zip(variants[:-1], best, strict=False)]
             # One exchange of each kind, with its real response, for observe() alone.
             exchanges = []
-            for _label, frame in _frames():
+            for _label, frame in request_frames(TOPIC, TOPIC):
                 services.observers.exchanges[:] = [kept.append]
                 kept.clear()
                 await dispatch(frame, make_context)
@@ -199,7 +169,7 @@ def main() -> int:
         extra = f"{micros - baseline[request]:+10.2f}" if variant != "none" else ""
         print(f"{request:<28}{variant:<28}{micros:>10.2f}{extra:>10}")
     metrics = BrokerMetrics()
-    for (label, _frame), exchange in zip(_frames(), exchanges, strict=True):
+    for (label, _frame), exchange in zip(request_frames(TOPIC, TOPIC), exchanges, strict=True):
         micros = _best_us(lambda exchange=exchange: metrics.observe(exchange), args.calls * 10, args.rounds)
         print(f"{label:<28}{'BrokerMetrics.observe alone':<28}{micros:>10.2f}")
     best, size, first, stall = asyncio.run(_scrape_ms(args.partitions, args.rounds))

@@ -50,23 +50,25 @@ FETCH_TOPIC = "bench-trace-fetch"
 FETCH_BATCHES = 10
 
 
-def _batch(count: int = 10, size: int = 20) -> bytes:
+def batch(count: int = 10, size: int = 20) -> bytes:
     return build_batch([Record(key=b"key-%d" % i, value=b"v" * size, timestamp=1_700_000_000_000 + i)
                         for i in range(count)])
 
 
-def _frames() -> list[tuple[str, bytes]]:
+def request_frames(topic: str = TOPIC, fetch_topic: str = FETCH_TOPIC) -> list[tuple[str, bytes]]:
+    """A Produce of one batch to `topic`, a Fetch of about FETCH_BATCHES batches from `fetch_topic` and a
+    Metadata request for `topic`, as dispatch takes them (no size prefix); also used by metrics_cost.py."""
     produce = ProduceRequest(transactional_id=None, acks=1, timeout=i32Timedelta.parse(timedelta(seconds=30)),
-                             topic_data=(TopicProduceData(name=TOPIC, partition_data=(
-                                 PartitionProduceData(index=0, records=Records(_batch())),)),))
+                             topic_data=(TopicProduceData(name=topic, partition_data=(
+                                 PartitionProduceData(index=0, records=Records(batch())),)),))
     # About FETCH_BATCHES batches come back: partition_max_bytes is that many batches' worth.
     fetch = FetchRequest(
         replica_id=-1, max_wait=i32Timedelta.parse(timedelta(milliseconds=0)), min_bytes=1, max_bytes=1 << 20,
         isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=(), rack_id="",
-        topics=(FetchTopic(topic=FETCH_TOPIC, partitions=(FetchPartition(
+        topics=(FetchTopic(topic=fetch_topic, partitions=(FetchPartition(
             partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
-            partition_max_bytes=len(_batch()) * FETCH_BATCHES),)),))
-    metadata = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=TOPIC),),
+            partition_max_bytes=len(batch()) * FETCH_BATCHES),)),))
+    metadata = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=topic),),
                                allow_auto_topic_creation=False, include_topic_authorized_operations=False)
     # dispatch takes the frame without its 4-byte size prefix.
     return [("Produce v9, 1 batch", encode_request(1, produce, "bench")[4:]),
@@ -99,7 +101,7 @@ async def _measure(calls: int, rounds: int, trace_dir: Path) -> tuple[list[tuple
             fetch_log = services.logs.partition(FETCH_TOPIC, 0)
             assert fetch_log is not None
             for _ in range(FETCH_BATCHES * 2):
-                fetch_log.append(bytearray(_batch()), services.clock.now_ms())
+                fetch_log.append(bytearray(batch()), services.clock.now_ms())
             node = server.node
 
             def make_context(api_key: int, api_version: int, correlation_id: int,
@@ -121,7 +123,7 @@ async def _measure(calls: int, rounds: int, trace_dir: Path) -> tuple[list[tuple
             print("observers in every variant: "
                   + (", ".join(getattr(o, "__qualname__", repr(o)) for o in installed) or "none"))
             rows = []
-            for label, frame in _frames():
+            for label, frame in request_frames():
                 best = [float("inf")] * len(variants)
                 for _ in range(rounds):
                     for index, recorder in enumerate(recorders):
@@ -132,7 +134,7 @@ async def _measure(calls: int, rounds: int, trace_dir: Path) -> tuple[list[tuple
             # One real exchange of each, as dispatch hands it to observers, for the recorder alone below.
             seen: list[Exchange] = []
             services.observers.exchanges[:] = [seen.append]
-            for _label, frame in _frames():
+            for _label, frame in request_frames():
                 await dispatch(frame, make_context)
             services.observers.exchanges[:] = installed
             for recorder in recorders:
@@ -152,7 +154,7 @@ def _recorder_alone(exchanges: list[Exchange], trace_dir: Path, calls: int,
     """The recorder's own share, on real exchanges: observe() into the ring, observe() with the trace file,
     and rendering one kept entry as GET /trace does."""
     rows = []
-    for (label, _frame), exchange in zip(_frames(), exchanges, strict=True):
+    for (label, _frame), exchange in zip(request_frames(), exchanges, strict=True):
         ring = _recorder(1000, None, False)
         traced = _recorder(1000, str(trace_dir / "alone.jsonl"), False)
         ring.observe(exchange)
@@ -176,7 +178,7 @@ def main() -> int:
         rows, exchanges = asyncio.run(_measure(args.calls, args.rounds, Path(trace_dir)))
         sizes = {name: os.path.getsize(Path(trace_dir) / name) for name in os.listdir(trace_dir)}
         rows += _recorder_alone(exchanges, Path(trace_dir), args.calls, args.rounds)
-    order = [label for label, _ in _frames()]
+    order = [label for label, _ in request_frames()]
     rows.sort(key=lambda row: order.index(row[0]))
     print(f"Flight recorder cost, µs per request (best of {args.rounds} rounds x {args.calls} calls)")
     print(f"{'request':<36}{'variant':<40}{'us/request':>10}{'vs off':>10}")

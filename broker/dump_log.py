@@ -85,7 +85,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from minikafka.protocol.errors import CorruptRecord, UnsupportedCompression
-from minikafka.protocol.records import CONTROL_FLAG, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG, crc32c, decode_batch
+from minikafka.protocol.records import TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG, BatchHeader, crc32c, decode_batch
 from minikafka.storage.index import (
     ABORTED_TXN_SIZE,
     OFFSET_ENTRY_SIZE,
@@ -241,29 +241,10 @@ def _absolute(display: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class _Batch:
-    position: int
-    base_offset: int
-    size: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    count: int
+class _Batch(BatchHeader):
+    """A batch header and where in the file it starts."""
 
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & CONTROL_FLAG)
+    position: int = 0
 
     @property
     def timestamp_type(self) -> str:
@@ -299,7 +280,7 @@ def _batches(data: bytes | mmap.mmap, start: int, end: int, display: str) -> Ite
             raise DumpError(f"the batch at position {position} is {_LOG_OVERHEAD + size} bytes, less than "
                             f"a v2 batch header ({_V2_HEADER_SIZE})")
         fields = _V2_HEADER.unpack_from(data, position)
-        yield _Batch(position, fields[0], _LOG_OVERHEAD + size, *fields[2:])
+        yield _Batch(*fields, position=position)
         position += _LOG_OVERHEAD + size
 
 
@@ -334,7 +315,7 @@ def _batch_event(batch: _Batch, display: str, data: bytes | mmap.mmap) -> dict[s
         crc_view.release()
     return {
         "type": "batch", "file": display,
-        "baseOffset": batch.base_offset, "lastOffset": batch.last_offset, "count": batch.count,
+        "baseOffset": batch.base_offset, "lastOffset": batch.last_offset, "count": batch.records_count,
         "baseSequence": batch.base_sequence,
         "lastSequence": -1 if batch.base_sequence == -1 else _increment_sequence(batch.base_sequence,
                                                                                  batch.last_offset_delta),
