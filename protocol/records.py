@@ -19,6 +19,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import NamedTuple
 
 from .errors import CorruptRecord, UnsupportedCompression
 
@@ -42,6 +43,8 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
+# Kafka 3.1+ (KIP-534): the batch's base timestamp is the delete horizon of its tombstones and markers.
+DELETE_HORIZON_FLAG = 0x40
 
 
 def crc32c(data: bytes | bytearray | memoryview) -> int:  # noqa: F811 - rebinds itself to the native function
@@ -110,6 +113,11 @@ class BatchHeader:
     @property
     def log_append_time(self) -> bool:
         return bool(self.attributes & TIMESTAMP_TYPE_MASK)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """When the log cleaner may drop this batch's tombstones and markers (Kafka's deleteHorizonMs)."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG else None
 
     @property
     def last_sequence(self) -> int:
@@ -431,6 +439,106 @@ def build_batch(
     crc = crc32c(tail)
     batch_length = 4 + 1 + 4 + len(tail)
     return struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, MAGIC_V2, crc) + tail
+
+
+def rebuild_batch(original: BatchHeader, records: Sequence[Record], delete_horizon_ms: int | None) -> bytes:
+    """The batch `original` holding only `records` (decoded from it), as Kafka's log cleaner rewrites one
+    (MemoryRecords.buildRetainedRecordsInto): same base offset, last offset delta, producer fields, flags,
+    leader epoch and compression, so offsets and the producer's last sequence survive compaction. With a
+    delete horizon the base timestamp becomes it and the records' timestamp deltas are taken from it."""
+    if not records:
+        raise ValueError("a rewritten batch keeps at least one record")
+    attributes = original.attributes & ~DELETE_HORIZON_FLAG
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_FLAG
+        base_ts = delete_horizon_ms
+    else:
+        base_ts = records[0].timestamp
+    max_ts = original.max_timestamp if original.log_append_time else max(r.timestamp for r in records)
+    body = bytearray()
+    for record in records:
+        _encode_record(body, record.offset - original.base_offset, record.timestamp - base_ts, record)
+    payload = compress(original.compression, bytes(body))
+    tail = struct.pack(">hiqqqhii", attributes, original.last_offset_delta, base_ts, max_ts, original.producer_id,
+                       original.producer_epoch, original.base_sequence, len(records)) + payload
+    return struct.pack(">qiibI", original.base_offset, 4 + 1 + 4 + len(tail), original.partition_leader_epoch,
+                       MAGIC_V2, crc32c(tail)) + tail
+
+
+def rebuild_batch_raw(original: BatchHeader, records: bytes, count: int, max_timestamp: int) -> bytes:
+    """The batch `original` holding `count` of its own records, given as their encoded bytes (cut
+    from its decompressed payload, so their offset and timestamp deltas still hold): no record is
+    decoded or re-encoded. Base offset and timestamp, last offset delta, producer fields, flags and
+    compression are kept, as in `rebuild_batch`."""
+    if count <= 0:
+        raise ValueError("a rewritten batch keeps at least one record")
+    payload = compress(original.compression, records)
+    tail = struct.pack(">hiqqqhii", original.attributes, original.last_offset_delta, original.base_timestamp,
+                       max_timestamp, original.producer_id, original.producer_epoch, original.base_sequence,
+                       count) + payload
+    return struct.pack(">qiibI", original.base_offset, 4 + 1 + 4 + len(tail), original.partition_leader_epoch,
+                       MAGIC_V2, crc32c(tail)) + tail
+
+
+class RawRecord(NamedTuple):
+    """Where one record lies in a decompressed batch payload, with what the log cleaner looks at."""
+
+    start: int
+    end: int
+    timestamp_delta: int
+    offset_delta: int
+    key: bytes | None
+    has_value: bool
+
+
+def _varint_at(buf: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint; one and two bytes (every length and delta of a record under 8 KiB) inline."""
+    try:
+        first = buf[pos]
+        if first < 0x80:
+            return (first >> 1) ^ -(first & 1), pos + 1
+        second = buf[pos + 1]
+        if second < 0x80:
+            raw = (first & 0x7F) | (second << 7)
+            return (raw >> 1) ^ -(raw & 1), pos + 2
+    except IndexError:
+        raise CorruptRecord("varint runs past the end of the records") from None
+    return _read_varint(buf, pos)
+
+
+def scan_records(payload: bytes, count: int) -> list[RawRecord]:
+    """The records of a decompressed payload, located but not decoded (the log cleaner's fast path:
+    keys, offsets and whether a value is present; headers and values are skipped)."""
+    out: list[RawRecord] = []
+    pos = 0
+    size = len(payload)
+    for _ in range(count):
+        length, body = _varint_at(payload, pos)
+        end = body + length
+        if length < 0 or end > size:
+            raise CorruptRecord("record length runs past the end of the batch")
+        timestamp_delta, cursor = _varint_at(payload, body + 1)  # after the attributes byte
+        offset_delta, cursor = _varint_at(payload, cursor)
+        key_length, cursor = _varint_at(payload, cursor)
+        if key_length < -1 or cursor + key_length > end:
+            raise CorruptRecord(f"record key of {key_length} bytes does not fit in the record")
+        key = None if key_length < 0 else payload[cursor : cursor + key_length]
+        cursor += max(key_length, 0)
+        value_length, _cursor = _varint_at(payload, cursor)
+        out.append(RawRecord(pos, end, timestamp_delta, offset_delta, key, value_length >= 0))
+        pos = end
+    return out
+
+
+def empty_batch(original: BatchHeader) -> bytes:
+    """The header of `original` with no records, as Kafka's cleaner keeps a batch whose records all went
+    but whose offsets or producer sequence must stay (DefaultRecordBatch.writeEmptyHeader)."""
+    attributes = original.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_FLAG | CONTROL_FLAG)
+    tail = struct.pack(">hiqqqhii", attributes, original.last_offset_delta, original.max_timestamp,
+                       original.max_timestamp, original.producer_id, original.producer_epoch,
+                       original.base_sequence, 0)
+    return struct.pack(">qiibI", original.base_offset, 4 + 1 + 4 + len(tail), original.partition_leader_epoch,
+                       MAGIC_V2, crc32c(tail)) + tail
 
 
 def build_control_batch(

@@ -28,6 +28,18 @@ class LogConfig:
     file_delete_delay_ms: int = 60000
     min_insync_replicas: int = 1
     compression_type: str = "producer"
+    delete_retention_ms: int = 86400000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in (part.strip() for part in self.cleanup_policy.split(","))
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in (part.strip() for part in self.cleanup_policy.split(","))
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +63,11 @@ def _at_least(minimum: int) -> Callable[[str], bool]:
 
 _DEFS = [
     ConfigDef("cleanup.policy", "list", "delete", "log.cleanup.policy", "cleanup_policy",
-              "delete and/or compact (compaction is not performed yet)", _one_of("delete", "compact")),
+              "delete and/or compact (storage/cleaner.py)", _one_of("delete", "compact")),
     ConfigDef("compression.type", "string", "producer", "compression.type", "compression_type",
               "Final compression type; minikafka keeps batches as the producer sent them",
               _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-    ConfigDef("delete.retention.ms", "long", "86400000", "log.cleaner.delete.retention.ms", None,
+    ConfigDef("delete.retention.ms", "long", "86400000", "log.cleaner.delete.retention.ms", "delete_retention_ms",
               "How long tombstones are kept by compaction", _at_least(0)),
     ConfigDef("file.delete.delay.ms", "long", "60000", "log.segment.delete.delay.ms", "file_delete_delay_ms",
               "Delay before deleting a file from the filesystem", _at_least(0)),
@@ -65,7 +77,8 @@ _DEFS = [
               "Time between forced fsyncs", _at_least(0)),
     ConfigDef("index.interval.bytes", "int", "4096", "log.index.interval.bytes", "index_interval_bytes",
               "Bytes between offset index entries", _at_least(0)),
-    ConfigDef("max.compaction.lag.ms", "long", str(LONG_MAX), "log.cleaner.max.compaction.lag.ms", None,
+    ConfigDef("max.compaction.lag.ms", "long", str(LONG_MAX), "log.cleaner.max.compaction.lag.ms",
+              "max_compaction_lag_ms",
               "Maximum time a message stays ineligible for compaction", _at_least(1)),
     ConfigDef("max.message.bytes", "int", "1048588", "message.max.bytes", "max_message_bytes",
               "Largest record batch size allowed", _at_least(0)),
@@ -75,9 +88,10 @@ _DEFS = [
               "message_timestamp_after_max_ms", "Allowed CreateTime lead over the broker clock", _at_least(0)),
     ConfigDef("message.timestamp.before.max.ms", "long", str(LONG_MAX), "log.message.timestamp.before.max.ms",
               "message_timestamp_before_max_ms", "Allowed CreateTime lag behind the broker clock", _at_least(0)),
-    ConfigDef("min.cleanable.dirty.ratio", "double", "0.5", "log.cleaner.min.cleanable.ratio", None,
+    ConfigDef("min.cleanable.dirty.ratio", "double", "0.5", "log.cleaner.min.cleanable.ratio",
+              "min_cleanable_dirty_ratio",
               "Dirty ratio that triggers compaction", lambda v: 0 <= float(v) <= 1),
-    ConfigDef("min.compaction.lag.ms", "long", "0", "log.cleaner.min.compaction.lag.ms", None,
+    ConfigDef("min.compaction.lag.ms", "long", "0", "log.cleaner.min.compaction.lag.ms", "min_compaction_lag_ms",
               "Minimum time a message stays uncompacted", _at_least(0)),
     ConfigDef("min.insync.replicas", "int", "1", "min.insync.replicas", "min_insync_replicas",
               "Minimum in-sync replicas for acks=all", _at_least(1)),
@@ -144,7 +158,12 @@ def resolve_log_config(defaults: LogConfig, overrides: Mapping[str, str | None])
         converted = _convert(definition, value)
         if definition.field is not None:
             changes[definition.field] = converted
-    return replace(defaults, **changes) if changes else defaults
+    config = replace(defaults, **changes) if changes else defaults
+    if config.min_compaction_lag_ms > config.max_compaction_lag_ms:
+        # Kafka's LogConfig.validateValues
+        raise InvalidConfig(f"conflict topic config setting min.compaction.lag.ms ({config.min_compaction_lag_ms}) "
+                            f"> max.compaction.lag.ms ({config.max_compaction_lag_ms})")
+    return config
 
 
 def log_config_from_broker_properties(props: Mapping[str, str]) -> LogConfig:

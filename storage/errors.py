@@ -61,3 +61,19 @@ class PolicyViolation(KafkaError):
 
 class KafkaStorageError(KafkaError):
     error_code = ErrorCode.kafka_storage_error
+
+
+class InvalidRecord(KafkaError):
+    error_code = ErrorCode.invalid_record
+
+
+class RecordValidationError(InvalidRecord):
+    """Records refused one by one (Kafka's RecordValidationException): the produce response carries
+    `record_errors` (KIP-467), each the record's index in its batch and why."""
+
+    def __init__(self, record_errors: list[tuple[int, str]]) -> None:
+        self.record_errors = record_errors
+        shown = ", ".join(f"RecordError(batchIndex={index}, message='{message}')" for index, message in
+                          record_errors[:3])
+        super().__init__(f"One or more records have been rejected due to {len(record_errors)} record errors in "
+                         f"total, and only showing the first three errors at most: [{shown}]")

@@ -9,17 +9,22 @@ append is undone everywhere (file, indexes, producer state, offsets), so nothing
 served or survives a restart. Unlike Kafka, which takes the whole log dir offline on an
 IOException until restart, the partition stays online: reads go on, and every later append tries
 the disk again, so writes resume by themselves once space is freed.
+
+Compaction (storage/cleaner.py) swaps cleaned segments in with `replace_segments`; `open` first
+finishes or discards a swap a crash interrupted. A compacted topic refuses records without a key.
 """
 
 from __future__ import annotations
 
 import bisect
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+import structlog
 from minikafka.protocol.records import (
     BatchHeader,
     ControlType,
@@ -33,13 +38,33 @@ from minikafka.protocol.records import (
 )
 
 from .config import LogConfig
-from .errors import InvalidTimestamp, KafkaStorageError, OffsetOutOfRange, RecordTooLarge
+from .errors import InvalidTimestamp, KafkaStorageError, OffsetOutOfRange, RecordTooLarge, RecordValidationError
 from .files import OS_WRITER, FileWriter
 from .index import AbortedTxn
 from .producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateEntry, ProducerStateManager
-from .segment import LOG_SUFFIX, LogSegment, SegmentMark
+from .segment import (
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LogSegment,
+    SegmentMark,
+)
 
 T = TypeVar("T")
+
+_log = structlog.get_logger("minikafka.storage")
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make renames in `directory` durable (a crash after it cannot bring the old names back)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +124,7 @@ class PartitionLog:
         so the log stays a gap-free prefix. Returns the number of bytes truncated.
         """
         self.dir.mkdir(parents=True, exist_ok=True)
+        self._finish_interrupted_swaps()
         bases = sorted(int(p.name[: -len(LOG_SUFFIX)]) for p in self.dir.glob(f"*{LOG_SUFFIX}")
                        if p.name[: -len(LOG_SUFFIX)].isdigit())
         truncated = 0
@@ -125,6 +151,71 @@ class PartitionLog:
             # untouched partition after a crash.
             self.producer_state.take_snapshot(self.log_end_offset)
         return truncated
+
+    def _finish_interrupted_swaps(self) -> None:
+        """Complete or discard what a crash left of a log cleaner's segment swap (Kafka's LogLoader).
+
+        `.cleaned` files are an unfinished cleaning: removed, the segments they came from stay. A
+        `<base>.log.swap` is a finished one (written and fsynced before that rename): it replaces every
+        segment whose base offset lies in [base, its next offset), its `.swap` indexes replace theirs,
+        and it takes its final name. Index `.swap` files without their `.log.swap` never committed."""
+        for path in list(self.dir.iterdir()):
+            if path.name.endswith(CLEANED_SUFFIX):
+                path.unlink(missing_ok=True)
+        index_suffixes = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+        for swap in sorted(self.dir.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
+            stem = swap.name[: -len(LOG_SUFFIX + SWAP_SUFFIX)]
+            if not stem.isdigit():
+                continue
+            base = int(stem)
+            swapped = LogSegment(self.dir, base, self.config.index_interval_bytes, self._now_ms, self._writer,
+                                 suffix=SWAP_SUFFIX)
+            end = base
+            for _pos, header in swapped.iter_headers():  # fsynced before its rename: whole
+                end = header.next_offset
+            swapped.close()
+            for old in list(self.dir.glob(f"*{LOG_SUFFIX}")):
+                old_stem = old.name[: -len(LOG_SUFFIX)]
+                if old_stem.isdigit() and base < int(old_stem) < end:
+                    LogSegment(self.dir, int(old_stem), self.config.index_interval_bytes, self._now_ms,
+                               self._writer).delete()
+            for suffix in index_suffixes:
+                pending = self.dir / f"{stem}{suffix}{SWAP_SUFFIX}"
+                final = self.dir / f"{stem}{suffix}"
+                # Written and fsynced before the .log.swap rename; one already renamed is the new one.
+                if pending.exists():
+                    os.replace(pending, final)
+            os.replace(swap, self.dir / f"{stem}{LOG_SUFFIX}")
+            _log.info("completed an interrupted log cleaner swap", dir=str(self.dir), base_offset=base,
+                      next_offset=end)
+        for suffix in index_suffixes:
+            for orphan in self.dir.glob(f"*{suffix}{SWAP_SUFFIX}"):
+                orphan.unlink(missing_ok=True)
+
+    def replace_segments(self, cleaned: LogSegment, old: list[LogSegment], crash_point: Callable[[str], None]) -> None:
+        """Swap a cleaned segment in for the consecutive segments `old` it was cleaned from (Kafka's
+        LocalLog.replaceSegments). `cleaned` is flushed and already renamed `.swap` with that rename
+        made durable (the commit point: see `_finish_interrupted_swaps`); here the old files go and it
+        takes its final name. Nothing here awaits, so no request sees a half swap; the caller makes
+        the final names durable (fsync_dir), which recovery does not depend on."""
+        first = self.segments.index(old[0])
+        assert self.segments[first : first + len(old)] == old, "the segments to replace must be consecutive"
+        assert cleaned.suffix == SWAP_SUFFIX, "a cleaned segment is swapped in from its .swap files"
+        for segment in old:
+            if segment.base_offset == cleaned.base_offset:
+                segment.close()  # its files are replaced by the rename below
+            else:
+                segment.delete()
+        crash_point("after_delete")
+        cleaned.change_suffix("")
+        self.segments[first : first + len(old)] = [cleaned]
+        self._bases = [segment.base_offset for segment in self.segments]
+
+    def last_records_of_active_producers(self) -> dict[int, tuple[int | None, int]]:
+        """Per producer: its last data batch's last offset (None if it has none) and its epoch
+        (Kafka's UnifiedLog.lastRecordsOfActiveProducers): batches the cleaner must keep, if empty."""
+        return {pid: (entry.last_offset if entry.batches else None, entry.epoch)
+                for pid, entry in self.producer_state.entries.items()}
 
     def _load_producer_state(self, rebuild_txn_index_from: int | None) -> None:
         """Newest snapshot at or below where replay must start, then replay the batches after it
@@ -169,6 +260,11 @@ class PartitionLog:
     # --- offsets -------------------------------------------------------------------------
 
     @property
+    def writer(self) -> FileWriter:
+        """The seam this log writes through (tests make it fail as a full disk would)."""
+        return self._writer
+
+    @property
     def active(self) -> LogSegment:
         return self.segments[-1]
 
@@ -206,6 +302,8 @@ class PartitionLog:
         """
         if batches is None:
             batches = list(iter_batches(records, check_crc=False))
+        if self.config.compact and not from_coordinator:
+            self._check_keys(records, batches)
         for _pos, header in batches:
             if header.size > self.config.max_message_bytes:
                 raise RecordTooLarge(
@@ -235,6 +333,16 @@ class PartitionLog:
             updates[header.producer_id] = info
             next_offset += count
         return self._write(records, batches, now_ms, updates)
+
+    def _check_keys(self, records: bytes | bytearray, batches: list[tuple[int, BatchHeader]]) -> None:
+        """Kafka's LogValidator.validateKey: a compacted topic refuses every record without a key,
+        each reported by its index in the batch. Only compacted topics pay for decoding the records."""
+        errors = [(index, f"Compacted topic cannot accept message without key in topic partition "
+                          f"{self.topic}-{self.partition}")
+                  for pos, header in batches if not header.is_control
+                  for index, record in enumerate(decode_batch(records, pos).records) if record.key is None]
+        if errors:
+            raise RecordValidationError(errors)
 
     def _check_timestamps(self, header: BatchHeader, now_ms: int) -> None:
         """Kafka's LogValidator bounds on CreateTime timestamps (message.timestamp.{before,after}.max.ms).
@@ -439,6 +547,9 @@ class PartitionLog:
         """Delete whole non-active segments past retention.ms or beyond retention.bytes."""
         deleted = 0
         config = self.config
+        if not config.delete:
+            # cleanup.policy=compact alone: only the cleaner removes data (Kafka's deleteOldSegments).
+            return 0
         while len(self.segments) > 1:
             oldest = self.segments[0]
             expired = config.retention_ms >= 0 and now_ms - oldest.largest_timestamp() > config.retention_ms

@@ -1,6 +1,7 @@
 """LogManager: topics, their partition logs, and the per-log-dir files Kafka keeps.
 
 Per log dir: `meta.properties`, `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
+`cleaner-offset-checkpoint` (the log cleaner's, storage/cleaner.py),
 `.kafka_cleanshutdown` (present only between a clean close and the next start), and
 `__cluster_metadata.json`, which stands in for Kafka's KRaft metadata log: topic ids, partition
 counts and config overrides. Per partition dir: `partition.metadata` and `leader-epoch-checkpoint`.
@@ -26,10 +27,18 @@ from pathlib import Path
 
 import structlog
 
-from .checkpoint import read_checkpoint, write_atomically, write_checkpoint
+from .checkpoint import TopicPartition, read_checkpoint, write_atomically, write_checkpoint
+from .cleaner import LogCleaner
 from .clock import Clock
 from .config import LogConfig, resolve_log_config
-from .errors import InvalidPartitions, InvalidTopic, KafkaStorageError, TopicAlreadyExists, UnknownTopicOrPartition
+from .errors import (
+    InvalidPartitions,
+    InvalidTopic,
+    KafkaStorageError,
+    PolicyViolation,
+    TopicAlreadyExists,
+    UnknownTopicOrPartition,
+)
 from .files import OS_WRITER, FileWriter, write_fully
 from .log import PartitionLog
 
@@ -46,6 +55,7 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
 DELETE_DIR_SUFFIX = "-delete"
 _REMOVER_JOIN_TIMEOUT_S = 30.0
+INTERNAL_TOPIC_SEGMENT_BYTES = 104857600
 # How long partition creation runs before letting other connections be served.
 _CREATION_SLICE_S = 0.005
 
@@ -114,6 +124,8 @@ class LogManager:
         # Kafka's controller applies topic changes one at a time; so do the sliced variants.
         self._admin_lock = asyncio.Lock()
         self._removers: list[threading.Thread] = []
+        # Compacts cleanup.policy=compact partitions when the broker's periodic job starts it.
+        self.cleaner = LogCleaner(self, data_dir, clock)
 
     # --- start and stop ------------------------------------------------------------------
 
@@ -192,6 +204,7 @@ class LogManager:
         """Close every log; the clean-shutdown marker is written only if everything reached the disk,
         so a close on a full or failing disk makes the next start recover the logs."""
         failed = False
+        self.cleaner.stop()
         for remover in self._removers:
             # Bounded: whatever is not removed by then goes at the next start.
             remover.join(timeout=_REMOVER_JOIN_TIMEOUT_S)
@@ -322,6 +335,13 @@ class LogManager:
 
     def create_topic(self, name: str, partitions: int, configs: Mapping[str, str] | None = None, *,
                      validate_only: bool = False, internal: bool = False) -> TopicMeta:
+        if internal and "segment.bytes" not in (configs or {}):
+            # Kafka creates __consumer_offsets and __transaction_state with segment.bytes =
+            # offsets.topic.segment.bytes / transaction.state.log.segment.bytes (100 MiB), so the
+            # cleaner gets to compact them long before a 1 GiB segment rolls; a smaller broker-wide
+            # log.segment.bytes still applies.
+            segment_bytes = min(self.defaults.segment_bytes, INTERNAL_TOPIC_SEGMENT_BYTES)
+            configs = {**(configs or {}), "segment.bytes": str(segment_bytes)}
         meta = self._new_topic(name, partitions, configs, internal)
         if validate_only:
             return meta
@@ -365,6 +385,7 @@ class LogManager:
             raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
         del self._by_id[meta.topic_id]
         self._write_metadata()
+        self.cleaner.forget(name)
         # As Kafka's LogManager.asyncDelete: each directory is renamed out of the way at once (one
         # cheap rename, so the name is free for a new topic) and its files are removed in the
         # background; a start after a crash removes whatever was left.
@@ -484,10 +505,21 @@ class LogManager:
     def partition(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
 
+    def partition_logs(self) -> list[tuple[TopicPartition, PartitionLog]]:
+        return list(self._logs.items())
+
+    def start_cleaning(self, crash_point: str | None = None) -> None:
+        """The broker's log cleaner job (log.cleaner.backoff.ms): compact what is due, in the
+        background on the event loop. `crash_point` (minikafka.cleaner.crash.point) is a test hook."""
+        self.cleaner.crash_point_name = crash_point
+        self.cleaner.start()
+
     def run_retention(self) -> None:
         now = self.clock.now_ms()
         changed = False
         for (topic, partition), log in self._logs.items():
+            if (topic, partition) in self.cleaner.in_progress:
+                continue  # the next check gets to it
             deleted = log.apply_retention(now)
             if deleted:
                 changed = True
@@ -507,6 +539,10 @@ class LogManager:
         log = self._logs.get((topic, partition))
         if log is None:
             raise UnknownTopicOrPartition(f"{topic}-{partition} does not exist")
+        if not log.config.delete:
+            # Kafka's Partition.deleteRecordsOnLeader: a compact-only log loses records only by compaction.
+            raise PolicyViolation(f"Records of partition {topic}-{partition} can not be deleted due to the "
+                                  "configured policy")
         low = log.delete_records_before(offset)
         with self._disk(f"cannot record the new start of {topic}-{partition}"):
             self._write_log_starts()

@@ -22,6 +22,10 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
+# Kafka's LocalLog suffixes for a segment the log cleaner is writing, and for one ready to replace
+# the segments it was cleaned from (storage/log.py completes or discards them on load).
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 
 
 def segment_name(base_offset: int) -> str:
@@ -43,16 +47,18 @@ class SegmentMark(NamedTuple):
 
 class LogSegment:
     def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, created_ms: int,
-                 writer: FileWriter = OS_WRITER) -> None:
+                 writer: FileWriter = OS_WRITER, suffix: str = "") -> None:
+        """`suffix` (CLEANED_SUFFIX) names a segment the log cleaner writes beside the live ones."""
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self._writer = writer
-        stem = directory / segment_name(base_offset)
-        self.log_path = stem.with_suffix(LOG_SUFFIX)
-        self.offset_index = OffsetIndex(stem.with_suffix(INDEX_SUFFIX), base_offset, writer)
-        self.time_index = TimeIndex(stem.with_suffix(TIME_INDEX_SUFFIX), base_offset, writer)
-        self.txn_index = TransactionIndex(stem.with_suffix(TXN_INDEX_SUFFIX), writer)
+        self.suffix = suffix
+        name = segment_name(base_offset)
+        self.log_path = directory / f"{name}{LOG_SUFFIX}{suffix}"
+        self.offset_index = OffsetIndex(directory / f"{name}{INDEX_SUFFIX}{suffix}", base_offset, writer)
+        self.time_index = TimeIndex(directory / f"{name}{TIME_INDEX_SUFFIX}{suffix}", base_offset, writer)
+        self.txn_index = TransactionIndex(directory / f"{name}{TXN_INDEX_SUFFIX}{suffix}", writer)
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self._fd).st_size
         self.next_offset = base_offset
@@ -258,6 +264,31 @@ class LogSegment:
         return int(os.fstat(self._fd).st_mtime * 1000)
 
     # --- lifecycle -----------------------------------------------------------------------
+
+    def change_suffix(self, new_suffix: str) -> None:
+        """Rename the four files (Kafka's changeFileSuffixes): the indexes first and the `.log` last, so
+        a `.log` under the new name means its indexes are complete under it too. Open descriptors
+        follow the files. Every index file is made first: a missing `.txnindex` would let the old
+        segment's one, of the same base offset, survive the swap."""
+        name = segment_name(self.base_offset)
+        for index, suffix in ((self.offset_index, INDEX_SUFFIX), (self.time_index, TIME_INDEX_SUFFIX),
+                              (self.txn_index, TXN_INDEX_SUFFIX)):
+            if not index.path.exists():
+                index.path.touch()
+            target = self.directory / f"{name}{suffix}{new_suffix}"
+            os.replace(index.path, target)
+            index.path = target
+        target = self.directory / f"{name}{LOG_SUFFIX}{new_suffix}"
+        os.replace(self.log_path, target)
+        self.log_path = target
+        self.suffix = new_suffix
+
+    def set_last_modified(self, mtime_ns: int) -> None:
+        """Keep the replaced segments' age (retention falls back to it when no timestamp is known)."""
+        os.utime(self.log_path, ns=(mtime_ns, mtime_ns))
+
+    def last_modified_ns(self) -> int:
+        return os.fstat(self._fd).st_mtime_ns
 
     def flush(self) -> None:
         os.fsync(self._fd)

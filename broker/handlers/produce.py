@@ -9,6 +9,8 @@ Behavior:
 - acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS). One replica, so acks=-1 completes at once.
   acks=0 sends no response; as in Kafka, a failed acks=0 request closes the connection so the
   client notices.
+- A record without a key on a compacted topic is INVALID_RECORD with KIP-467 `record_errors` (the
+  record's index in its batch and Kafka's LogValidator message) and Kafka's `error_message`.
 - Writing to an internal topic is INVALID_TOPIC_EXCEPTION; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION
   (auto-creation happens through Metadata, which clients send first).
 Version notes: v0-2 are advertised (librdkafka disables compression features otherwise, KAFKA-18659)
@@ -27,7 +29,7 @@ from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import CorruptRecord, ErrorCode, KafkaError
 from minikafka.protocol.records import MAGIC_V2, BatchHeader, is_crc_valid
-from minikafka.storage.errors import InvalidTopic
+from minikafka.storage.errors import InvalidTopic, RecordValidationError
 
 from ..context import RequestContext
 from ..dispatch import CloseConnection
@@ -94,6 +96,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             except Exception as exc:
                 failed = True
                 result.update(error_fields(ctx, exc, topic=topic.name, partition=part.index))
+                if isinstance(exc, RecordValidationError):
+                    result["record_errors"] = [{"batch_index": index, "batch_index_error_message": message}
+                                               for index, message in exc.record_errors]
                 ctx.log.info("produce rejected", topic=topic.name, partition=part.index,
                              error=result["error_code"].name, reason=str(exc))
             results.append(result)
