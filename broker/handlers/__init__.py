@@ -16,6 +16,7 @@ HANDLER_MODULES = (
     "create_partitions",
     "describe_configs",
     "incremental_alter_configs",
+    "alter_configs",
     "describe_cluster",
     "offset_for_leader_epoch",
     "delete_records",

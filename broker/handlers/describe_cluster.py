@@ -2,6 +2,7 @@
 
 Behavior: the cluster id, the controller (lowest node id) and every node of the cluster view.
 endpoint_type (v1) 1 = brokers; 2 = controllers is answered with the same node, which plays both roles.
+include_cluster_authorized_operations: every cluster operation, as Kafka without an authorizer.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode
 
 from ..context import RequestContext
+from .authorization import CLUSTER_OPERATIONS, operations_if
 from .common import response_of
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
@@ -29,4 +31,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=cluster.cluster_id,
         controller_id=cluster.controller_id,
         brokers=[{"broker_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack} for n in cluster.nodes],
+        cluster_authorized_operations=operations_if(request.include_cluster_authorized_operations, CLUSTER_OPERATIONS),
     )

@@ -5,12 +5,15 @@ Behavior:
   configs such as cleanup.policy. Validated as a whole before applying; validate_only changes
   nothing. An unknown key or bad value is INVALID_CONFIG; an unknown topic UNKNOWN_TOPIC_OR_PARTITION.
 - A null value is legal for DELETE only; SET, APPEND or SUBTRACT with one fails the resource with
-  INVALID_REQUEST ("Null value not supported for : a, b"), as in Kafka's ConfigAdminManager.
+  INVALID_REQUEST ("Null value not supported for : a, b"), as in Kafka's ConfigAdminManager; so do a
+  key named twice ("Error due to duplicate config keys") and, for every copy, a resource named twice
+  ("Each resource must appear at most once.").
 Simplifications: BROKER resources (dynamic broker configs) are refused with INVALID_REQUEST.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from minikafka.protocol.api_keys import ApiKey, VersionRange
@@ -31,6 +34,12 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 def _list_value(current: str | None) -> list[str]:
     return [item.strip() for item in (current or "").split(",") if item.strip()]
+
+
+def _refuse_duplicate_keys(resource: Any) -> None:
+    names = Counter(config.name for config in resource.configs)
+    if any(count > 1 for count in names.values()):
+        raise KafkaError("Error due to duplicate config keys", code=ErrorCode.invalid_request)
 
 
 def _refuse_null_values(resource: Any) -> None:
@@ -70,11 +79,15 @@ def _alter_topic(ctx: RequestContext, resource: Any, validate_only: bool) -> Non
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    named = Counter((resource.resource_type, resource.resource_name) for resource in request.resources)
     results = []
     for resource in request.resources:
         entry: dict[str, Any] = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
                                  "error_code": ErrorCode.none, "error_message": None}
         try:
+            if named[(resource.resource_type, resource.resource_name)] > 1:
+                raise KafkaError("Each resource must appear at most once.", code=ErrorCode.invalid_request)
+            _refuse_duplicate_keys(resource)
             _refuse_null_values(resource)
             if resource.resource_type != TOPIC:
                 raise KafkaError("only topic configs can be altered", code=ErrorCode.invalid_request)

@@ -1,8 +1,10 @@
-"""ListGroups: v0-4.
+"""ListGroups: v0-5.
 
 Behavior: every live group (not Dead) with its protocol type; v4's states_filter keeps the groups
-in the given states (case-insensitive; empty = all).
-Version notes: v4 adds group_state to the answer; v5 (types filter, KIP-848) is not advertised.
+in the given states (case-insensitive, trimmed; empty = all). v5's types_filter keeps the groups of
+the given types, matched case-insensitively as Kafka 4's GroupType.parse does (an unknown name
+matches nothing); every group here is a classic group.
+Version notes: v4 adds group_state to the answer; v5 adds types_filter and group_type (KIP-848).
 """
 
 from __future__ import annotations
@@ -18,13 +20,17 @@ from .common import response_of
 from .group_common import coordinator
 
 API_KEY = ApiKey.LIST_GROUPS
-VERSIONS = VersionRange(0, 4)
+VERSIONS = VersionRange(0, 5)
+
+CLASSIC_GROUP_TYPE = "classic"
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     states = getattr(request, "states_filter", ()) or ()
+    types = {name.lower() for name in getattr(request, "types_filter", ()) or ()}
+    listed = coordinator(ctx).list_groups(states) if not types or CLASSIC_GROUP_TYPE in types else []
     groups = [
-        {"group_id": group_id, "protocol_type": protocol_type, "group_state": state}
-        for group_id, protocol_type, state in coordinator(ctx).list_groups(states)
+        {"group_id": group_id, "protocol_type": protocol_type, "group_state": state, "group_type": CLASSIC_GROUP_TYPE}
+        for group_id, protocol_type, state in listed
     ]
     return build(response_of(request), throttle_time=0, error_code=ErrorCode.none, groups=groups)

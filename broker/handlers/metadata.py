@@ -12,6 +12,8 @@ Behavior:
   non-zero id there fails the request with INVALID_REQUEST on every topic (Kafka's KafkaApis check),
   a null name echoed as "" since the response cannot carry a null name before v12.
 - Single replica: leader = the node the cluster view names, replicas = isr = [leader], epoch 0.
+- Authorized operations (v8+, when asked): every operation of the topic (and, v8-10, of the cluster),
+  as a Kafka broker without an authorizer answers; unasked they keep the default -2^31.
 Version notes: v13 only adds a top-level error code; not advertised yet.
 """
 
@@ -27,6 +29,7 @@ from minikafka.storage.manager import TopicMeta
 
 from ..context import RequestContext
 from ..errors import error_code_for
+from .authorization import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, operations_if
 from .common import response_of
 
 API_KEY = ApiKey.METADATA
@@ -136,6 +139,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             topics = [
                 _lookup(ctx, topic.name, getattr(topic, "topic_id", None), allow_create) for topic in requested
             ]
+    if getattr(request, "include_topic_authorized_operations", False):
+        for topic in topics:
+            topic["topic_authorized_operations"] = TOPIC_OPERATIONS
     cluster = services.cluster
     return build(
         response_of(request),
@@ -144,4 +150,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=cluster.cluster_id,
         controller_id=cluster.controller_id,
         topics=topics,
+        cluster_authorized_operations=operations_if(
+            getattr(request, "include_cluster_authorized_operations", False), CLUSTER_OPERATIONS),
     )

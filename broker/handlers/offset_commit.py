@@ -4,8 +4,11 @@ Behavior:
 - generation -1 with an empty member id on an Empty or unknown group is a simple commit (an
   unmanaged consumer, e.g. assign() + commit); otherwise the member and generation must match:
   UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS (CompletingRebalance),
-  FENCED_INSTANCE_ID (v7+ static members). Commits during PreparingRebalance with the current
-  generation are accepted, as in Kafka.
+  FENCED_INSTANCE_ID (v7+ static members), checked in the order of Kafka 4's
+  ClassicGroup.validateOffsetCommit: member, then generation, then state, so an older generation
+  during CompletingRebalance is ILLEGAL_GENERATION. Commits during PreparingRebalance with the
+  current generation are accepted, as in Kafka. A generation for a group that does not exist is
+  ILLEGAL_GENERATION, GROUP_ID_NOT_FOUND from v9 (as Kafka 4).
 - A partition of an unknown topic is UNKNOWN_TOPIC_OR_PARTITION; metadata over 4096 bytes is
   OFFSET_METADATA_TOO_LARGE. The rest are written as one batch of OffsetCommitKey v1 / Value v3
   records to the group's `__consumer_offsets` partition.
@@ -77,6 +80,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 member_id=request.member_id,
                 group_instance_id=getattr(request, "group_instance_id", None),
                 commits=commits,
+                unknown_group_error=(
+                    ErrorCode.group_id_not_found if request.__version__ >= 9 else ErrorCode.illegal_generation
+                ),
             )
         )
     return _response(request, errors)

@@ -2,8 +2,9 @@
 
 Behavior: deletes committed offsets of a group (tombstones). Unknown group: GROUP_ID_NOT_FOUND.
 While a consumer group has members, partitions of topics its members subscribe to are
-GROUP_SUBSCRIBED_TO_TOPIC (and so is the top-level error); a non-empty group of another protocol
-type is NON_EMPTY_GROUP. Unknown topics are UNKNOWN_TOPIC_OR_PARTITION.
+GROUP_SUBSCRIBED_TO_TOPIC, the others are deleted, and the top-level error stays NONE (Kafka 4's
+OffsetMetadataManager.deleteOffsets); a non-empty group of another protocol type is NON_EMPTY_GROUP
+at the top level. Unknown topics are UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         results = dict.fromkeys(wanted, ErrorCode.unknown_topic_or_partition)
         error, deleted = coordinator(ctx).delete_offsets(request.group_id, known)
         results.update(deleted)
-    if error is not ErrorCode.none and error is not ErrorCode.group_subscribed_to_topic:
+    if error is not ErrorCode.none:
         return build(response_of(request), throttle_time=0, error_code=error)
     topics: dict[str, list[dict[str, Any]]] = {}
     for topic, partition in wanted:

@@ -16,7 +16,9 @@ Follows Kafka's (pre-KIP-848) `GroupCoordinator.scala` / `ClassicGroup` handling
   the old member id without a rebalance when the group is Stable and its protocol is unchanged;
   the old id is then fenced (FENCED_INSTANCE_ID).
 - OffsetCommit: generation -1 with an empty member id in an Empty (or unknown) group is a "simple"
-  commit; otherwise member and generation must match. Commits are OffsetCommitKey v1/Value v3
+  commit; otherwise member and generation must match, checked before the group state as Kafka 4's
+  ClassicGroup.validateOffsetCommit does (an older generation during CompletingRebalance is
+  ILLEGAL_GENERATION; the current one, REBALANCE_IN_PROGRESS). Commits are OffsetCommitKey v1/Value v3
   records; `_write_offsets` is shared with transactional commits (staged per producer id and
   applied when the COMMIT marker is replayed, see `complete_transaction`).
 - Retention: offsets of an Empty group expire `offsets.retention.ms` after it became Empty; an Empty
@@ -855,18 +857,47 @@ class GroupCoordinator:
             else:
                 self.offsets.commit(group_id, tp, value, base + index)
 
-    def _group_for_commit(self, group_id: str, generation_id: int) -> tuple[Group | None, ErrorCode]:
+    def _group_for_commit(
+        self, group_id: str, generation_id: int, unknown_group_error: ErrorCode = ErrorCode.illegal_generation
+    ) -> tuple[Group | None, ErrorCode]:
         """The group an offset commit goes to: a commit without a generation creates it (simple
         consumers and transactional producers use groups nobody joined)."""
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
-                return None, ErrorCode.illegal_generation
+                return None, unknown_group_error
             group = self.groups[group_id] = Group(group_id, state_timestamp_ms=self._now())
             return group, ErrorCode.none
-        if group.is_(GroupState.DEAD):
-            return group, ErrorCode.coordinator_not_available
         return group, ErrorCode.none
+
+    @staticmethod
+    def _offset_commit_error(group: Group, generation_id: int, member_id: str, group_instance_id: str | None,
+                             *, transactional: bool) -> ErrorCode:
+        """Kafka 4's ClassicGroup.validateOffsetCommit, in its order: the member and its generation
+        are checked before the group state, so a commit carrying an older generation while the group
+        completes a rebalance is ILLEGAL_GENERATION (librdkafka's cooperative consumers expect that,
+        not REBALANCE_IN_PROGRESS). Transactional commits skip the state check; a commit without
+        member fields needs an Empty group unless it is transactional (TxnOffsetCommit v0-2)."""
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.coordinator_not_available
+        if generation_id < 0 and group.is_(GroupState.EMPTY):
+            return ErrorCode.none
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            if group_instance_id is not None:
+                known = group.static_members.get(group_instance_id)
+                if known is None:
+                    return ErrorCode.unknown_member_id
+                if known != member_id:
+                    return ErrorCode.fenced_instance_id
+            if not group.has(member_id):
+                return ErrorCode.unknown_member_id
+            if generation_id != group.generation_id:
+                return ErrorCode.illegal_generation
+        elif not transactional and not group.is_(GroupState.EMPTY):
+            return ErrorCode.unknown_member_id
+        if not transactional and group.is_(GroupState.COMPLETING_REBALANCE):
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
 
     def commit_offsets(
         self,
@@ -876,29 +907,22 @@ class GroupCoordinator:
         member_id: str,
         group_instance_id: str | None,
         commits: list[OffsetCommit],
+        unknown_group_error: ErrorCode = ErrorCode.illegal_generation,
     ) -> dict[TopicPartition, ErrorCode]:
-        group, error = self._group_for_commit(group_id, generation_id)
-        if group is not None and error == ErrorCode.none:
-            error = self._member_commit_error(group, generation_id, member_id, group_instance_id)
+        """A plain OffsetCommit. `unknown_group_error` is what a commit with a generation gets when
+        the group does not exist: Kafka answers GROUP_ID_NOT_FOUND from OffsetCommit v9 on."""
+        group, error = self._group_for_commit(group_id, generation_id, unknown_group_error)
+        if group is not None and error is ErrorCode.none:
+            error = self._offset_commit_error(group, generation_id, member_id, group_instance_id,
+                                              transactional=False)
+            # Kafka's commitOffset: a commit keeps the member's session alive only while the group is
+            # Stable or PreparingRebalance.
+            member = group.members.get(member_id)
+            if error is ErrorCode.none and member is not None and group.state in (
+                GroupState.STABLE, GroupState.PREPARING_REBALANCE
+            ):
+                self._schedule_heartbeat(group, member, member.session_timeout_ms)
         return self._write_checked(group_id, commits, error)
-
-    def _member_commit_error(self, group: Group, generation_id: int, member_id: str,
-                             group_instance_id: str | None) -> ErrorCode:
-        """Kafka's checks of a plain offset commit against the group; a valid member's commit
-        counts as its heartbeat."""
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return ErrorCode.fenced_instance_id
-        if generation_id < 0 and group.is_(GroupState.EMPTY):
-            return ErrorCode.none
-        if group.is_(GroupState.COMPLETING_REBALANCE):
-            return ErrorCode.rebalance_in_progress
-        if not group.has(member_id):
-            return ErrorCode.unknown_member_id
-        if generation_id != group.generation_id:
-            return ErrorCode.illegal_generation
-        member = group.members[member_id]
-        self._schedule_heartbeat(group, member, member.session_timeout_ms)
-        return ErrorCode.none
 
     def commit_transactional_offsets(
         self,
@@ -918,15 +942,9 @@ class GroupCoordinator:
         rebalance in progress is no error, and a request without member fields (v0-2) is accepted.
         """
         group, error = self._group_for_commit(group_id, generation_id)
-        carries_member = generation_id >= 0 or bool(member_id) or group_instance_id is not None
-        simple_commit = generation_id < 0 and group is not None and group.is_(GroupState.EMPTY)
-        if group is not None and error == ErrorCode.none and carries_member and not simple_commit:
-            if group.is_static_member_fenced(member_id, group_instance_id):
-                error = ErrorCode.fenced_instance_id
-            elif not group.has(member_id):
-                error = ErrorCode.unknown_member_id
-            elif generation_id != group.generation_id:
-                error = ErrorCode.illegal_generation
+        if group is not None and error is ErrorCode.none:
+            error = self._offset_commit_error(group, generation_id, member_id, group_instance_id,
+                                              transactional=True)
         return self._write_checked(group_id, commits, error, producer_id=producer_id, producer_epoch=producer_epoch)
 
     def _write_checked(self, group_id: str, commits: list[OffsetCommit], group_error: ErrorCode, *,
@@ -1011,7 +1029,7 @@ class GroupCoordinator:
 
     def list_groups(self, states: Iterable[str] = ()) -> list[tuple[str, str, str]]:
         """(group id, protocol type, state) of live groups, optionally only in `states`."""
-        wanted = {s.lower() for s in states}
+        wanted = {s.lower().strip() for s in states}
         return [
             (g.group_id, g.protocol_type or "", g.state.value)
             for g in self.groups.values()
@@ -1047,24 +1065,30 @@ class GroupCoordinator:
     def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """Kafka 4's OffsetMetadataManager.deleteOffsets: a group error (unknown group, or a non-empty
+        group that is not a consumer group) fails the request; otherwise the top-level error is NONE
+        and only partitions of topics the group subscribes to get GROUP_SUBSCRIBED_TO_TOPIC."""
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return ErrorCode.group_id_not_found, {}
-        subscribed: set[str] = set()
-        if not group.is_(GroupState.EMPTY) and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
-            for member in group.members.values():
-                for _name, metadata in (
-                    member.protocols[:1]
-                    if not group.protocol_name
-                    else [(group.protocol_name, member.metadata(group.protocol_name))]
-                ):
-                    subscribed.update(consumer_subscription_topics(metadata))
-        elif not group.is_(GroupState.EMPTY):
+        if not group.is_(GroupState.EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
             return ErrorCode.non_empty_group, {}
+        # None: the subscriptions are not known yet (no generation chose a protocol), which Kafka's
+        # isSubscribedToTopic counts as subscribed to every topic.
+        subscribed: set[str] | None = set()
+        if not group.is_(GroupState.EMPTY):
+            if group.protocol_name is None:
+                subscribed = None
+            else:
+                for member in group.members.values():
+                    # A member that joined since the protocol was chosen may not list it yet.
+                    for name, metadata in member.protocols:
+                        if name == group.protocol_name:
+                            subscribed.update(consumer_subscription_topics(metadata))
         results = {}
         tombstones: list[tuple[bytes, bytes | None]] = []
         for tp in partitions:
-            if tp[0] in subscribed:
+            if subscribed is None or tp[0] in subscribed:
                 results[tp] = ErrorCode.group_subscribed_to_topic
                 continue
             results[tp] = ErrorCode.none
@@ -1072,8 +1096,6 @@ class GroupCoordinator:
                 tombstones.append((encode_offset_key(OffsetKey(group_id, tp[0], tp[1])), None))
         if tombstones:
             self._append(group_id, tombstones)
-        if any(code is not ErrorCode.none for code in results.values()):
-            return ErrorCode.group_subscribed_to_topic, results
         return ErrorCode.none, results
 
     # -- retention -----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 from minikafka.coordinator.group import GroupConfig, GroupCoordinator, GroupState, OffsetCommit
+from minikafka.coordinator.group.coordinator import FetchedOffset
 from minikafka.coordinator.group.log import OFFSETS_TOPIC
 from minikafka.coordinator.hashing import partition_for
 from minikafka.protocol.errors import ErrorCode
@@ -340,8 +341,12 @@ async def test_offset_delete_respects_subscription() -> None:
         commits=[OffsetCommit("t", 0, 3), OffsetCommit("u", 0, 4)],
     )
     error, results = coord.delete_offsets("g", [("t", 0), ("u", 0)])
-    assert error is E.group_subscribed_to_topic
+    # Kafka 4's deleteOffsets: only the subscribed topic's partitions fail; the request does not.
+    assert error is E.none
     assert results == {("t", 0): E.group_subscribed_to_topic, ("u", 0): E.none}
+    assert coord.fetch_offsets("g", [("t", 0), ("u", 0)]) == {
+        ("t", 0): FetchedOffset(3), ("u", 0): FetchedOffset()
+    }
     assert coord.delete_offsets("nope", [("t", 0)])[0] is E.group_id_not_found
 
 
@@ -392,18 +397,47 @@ async def test_transactional_offsets_apply_on_commit_marker() -> None:
     assert reloaded.fetch_offsets("g", [("t", 0)])[("t", 0)].offset == 50
 
 
-@pytest.mark.parametrize("generation", [1, -1])
-async def test_commit_during_completing_rebalance(generation: int) -> None:
+@pytest.mark.parametrize(
+    ("generation", "member", "expected"),
+    [
+        (1, True, E.rebalance_in_progress),  # current generation: the state check answers
+        (0, True, E.illegal_generation),  # Kafka 4 checks the generation before the state
+        (-1, True, E.illegal_generation),
+        (1, False, E.unknown_member_id),
+        (-1, False, E.unknown_member_id),  # no member fields: only an Empty group takes it
+    ],
+)
+async def test_commit_during_completing_rebalance(generation: int, member: bool, expected: E) -> None:
     coord, _, _ = make()
     r = await join(coord)
+    assert coord.groups["g"].state is GroupState.COMPLETING_REBALANCE
     out = coord.commit_offsets(
         group_id="g",
         generation_id=generation,
-        member_id=r.member_id,
+        member_id=r.member_id if member else "",
         group_instance_id=None,
         commits=[OffsetCommit("t", 0, 1)],
     )
-    assert out == {("t", 0): E.rebalance_in_progress}
+    assert out == {("t", 0): expected}
+
+
+async def test_commit_to_unknown_group_with_a_generation() -> None:
+    coord, _, _ = make()
+    commit = {"generation_id": 3, "member_id": "m", "group_instance_id": None, "commits": [OffsetCommit("t", 0, 1)]}
+    assert coord.commit_offsets(group_id="nope", **commit) == {("t", 0): E.illegal_generation}
+    assert coord.commit_offsets(group_id="nope", unknown_group_error=E.group_id_not_found, **commit) == {
+        ("t", 0): E.group_id_not_found
+    }
+    assert "nope" not in coord.groups
+
+
+async def test_commit_with_an_unknown_instance_id_is_unknown_member() -> None:
+    coord, _, _ = make()
+    r = await join(coord)
+    await sync(coord, r.member_id, 1, {r.member_id: b"a"})
+    out = coord.commit_offsets(group_id="g", generation_id=1, member_id=r.member_id, group_instance_id="other",
+                               commits=[OffsetCommit("t", 0, 1)])
+    assert out == {("t", 0): E.unknown_member_id}
 
 
 async def test_static_leader_rejoin_with_skip_assignment() -> None:
