@@ -1080,11 +1080,13 @@ class GroupCoordinator:
             if group.protocol_name is None:
                 subscribed = None
             else:
+                topics: set[str] = set()
                 for member in group.members.values():
                     # A member that joined since the protocol was chosen may not list it yet.
                     for name, metadata in member.protocols:
                         if name == group.protocol_name:
-                            subscribed.update(consumer_subscription_topics(metadata))
+                            topics.update(consumer_subscription_topics(metadata))
+                subscribed = topics
         results = {}
         tombstones: list[tuple[bytes, bytes | None]] = []
         for tp in partitions:
