@@ -43,8 +43,7 @@ import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from minikafka.coordinator.group.coordinator import CONSUMER_PROTOCOL_TYPE
-from minikafka.coordinator.group.records import consumer_subscription_topics
+from minikafka.coordinator.group.records import CONSUMER_PROTOCOL_TYPE, consumer_subscription_topics
 from minikafka.coordinator.group.state import Member
 from minikafka.coordinator.transaction.coordinator import CRASH_POINTS
 from minikafka.coordinator.transaction.state import NO_PRODUCER_ID, TxnState

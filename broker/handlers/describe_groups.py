@@ -14,6 +14,7 @@ from typing import Any
 
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
+from minikafka.protocol.errors import ErrorCode
 
 from ..context import RequestContext
 from .authorization import GROUP_OPERATIONS, operations_if
@@ -36,9 +37,26 @@ def _describe(ctx: RequestContext, group_id: str, include_authorized_operations:
             "members": [],
         }
     described = coordinator(ctx).describe_group(group_id)
-    described.pop("exists")
-    described["authorized_operations"] = operations_if(include_authorized_operations, GROUP_OPERATIONS)
-    return described
+    members = [
+        {
+            "member_id": m.member_id,
+            "group_instance_id": m.group_instance_id,
+            "client_id": m.client_id,
+            "client_host": m.client_host,
+            "member_metadata": m.metadata,
+            "member_assignment": m.assignment,
+        }
+        for m in described.members
+    ]
+    return {
+        "group_id": described.group_id,
+        "error_code": ErrorCode.none,
+        "group_state": described.state,
+        "protocol_type": described.protocol_type,
+        "protocol_data": described.protocol,
+        "members": members,
+        "authorized_operations": operations_if(include_authorized_operations, GROUP_OPERATIONS),
+    }
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

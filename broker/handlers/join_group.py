@@ -1,7 +1,7 @@
 """JoinGroup: v0-9.
 
 Behavior:
-- Delegates to GroupCoordinator.join_group (classic protocol; see coordinator/group/coordinator.py).
+- Delegates to GroupCoordinator.join_group (classic protocol; see coordinator/group/classic.py).
   The response waits until the join phase completes (all members rejoined, or the rebalance timeout).
 - v4+: a member with an empty member id gets MEMBER_ID_REQUIRED and its new id (KIP-394).
 - Session timeout outside group.min/max.session.timeout.ms is INVALID_SESSION_TIMEOUT.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.coordinator.group import JoinGroupRequest
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build, ms
 
@@ -34,7 +35,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     rebalance = ms(getattr(request, "rebalance_timeout", None))
     if rebalance < 0:
         rebalance = session
-    result = await coordinator(ctx).join_group(
+    result = await coordinator(ctx).join_group(JoinGroupRequest(
         group_id=request.group_id,
         member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
@@ -46,7 +47,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         client_host=client_host(ctx),
         require_known_member_id=version >= 4,
         supports_skip_assignment=version >= 9,
-    )
+    ))
     return build(
         response_of(request),
         throttle_time=0,

@@ -30,7 +30,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     types = {name.lower() for name in getattr(request, "types_filter", ()) or ()}
     listed = coordinator(ctx).list_groups(states) if not types or CLASSIC_GROUP_TYPE in types else []
     groups = [
-        {"group_id": group_id, "protocol_type": protocol_type, "group_state": state, "group_type": CLASSIC_GROUP_TYPE}
-        for group_id, protocol_type, state in listed
+        {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,
+         "group_type": CLASSIC_GROUP_TYPE}
+        for g in listed
     ]
     return build(response_of(request), throttle_time=0, error_code=ErrorCode.none, groups=groups)

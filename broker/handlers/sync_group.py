@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.coordinator.group import SyncGroupRequest
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 
@@ -30,7 +31,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     error = ownership_error(ctx, request.group_id)
     if error is not None:
         return build(response_of(request), error_code=error)
-    result = await coordinator(ctx).sync_group(
+    result = await coordinator(ctx).sync_group(SyncGroupRequest(
         group_id=request.group_id,
         generation_id=request.generation_id,
         member_id=request.member_id,
@@ -38,7 +39,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         protocol_type=getattr(request, "protocol_type", None),
         protocol_name=getattr(request, "protocol_name", None),
         assignments={a.member_id: a.assignment for a in request.assignments},
-    )
+    ))
     return build(
         response_of(request),
         throttle_time=0,

@@ -1,7 +1,14 @@
-"""Classic consumer groups: membership state machine, committed offsets, `__consumer_offsets` records."""
+"""Consumer groups: the classic membership protocol, committed offsets, `__consumer_offsets` records.
 
-from .coordinator import FetchedOffset, GroupConfig, GroupCoordinator, OffsetCommit
+`GroupCoordinator` (coordinator.py) is the entry point; see its docstring for the parts it routes to.
+"""
+
+from .admin import GroupDescription, GroupListing, MemberDescription
+from .classic import JoinGroupRequest, SyncGroupRequest
+from .coordinator import GroupCoordinator
 from .log import OFFSETS_TOPIC
+from .metadata import GroupConfig, OffsetCommit
+from .offset_manager import FetchedOffset
 from .state import Group, GroupState, JoinResult, Member, SyncResult
 
 __all__ = [
@@ -10,9 +17,14 @@ __all__ = [
     "Group",
     "GroupConfig",
     "GroupCoordinator",
+    "GroupDescription",
+    "GroupListing",
     "GroupState",
+    "JoinGroupRequest",
     "JoinResult",
     "Member",
+    "MemberDescription",
     "OffsetCommit",
+    "SyncGroupRequest",
     "SyncResult",
 ]

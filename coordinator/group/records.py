@@ -29,6 +29,8 @@ OFFSET_KEY_VERSION = 1
 OFFSET_VALUE_VERSION = 3
 GROUP_KEY_VERSION = 2
 GROUP_VALUE_VERSION = 3
+# The protocol type of groups whose members use Kafka's consumer protocol (ConsumerProtocol.PROTOCOL_TYPE).
+CONSUMER_PROTOCOL_TYPE = "consumer"
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -267,3 +267,32 @@ class Group:
     def reset_assignments(self) -> None:
         for member in self.members.values():
             member.assignment = b""
+
+    def validate_offset_commit(
+        self, generation_id: int, member_id: str, group_instance_id: str | None, *, transactional: bool
+    ) -> ErrorCode:
+        """Kafka 4's ClassicGroup.validateOffsetCommit, in its order: the member and its generation
+        are checked before the group state, so a commit carrying an older generation while the group
+        completes a rebalance is ILLEGAL_GENERATION (librdkafka's cooperative consumers expect that,
+        not REBALANCE_IN_PROGRESS). Transactional commits skip the state check; a commit without
+        member fields needs an Empty group unless it is transactional (TxnOffsetCommit v0-2)."""
+        if self.is_(GroupState.DEAD):
+            return ErrorCode.coordinator_not_available
+        if generation_id < 0 and self.is_(GroupState.EMPTY):
+            return ErrorCode.none
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            if group_instance_id is not None:
+                known = self.static_members.get(group_instance_id)
+                if known is None:
+                    return ErrorCode.unknown_member_id
+                if known != member_id:
+                    return ErrorCode.fenced_instance_id
+            if not self.has(member_id):
+                return ErrorCode.unknown_member_id
+            if generation_id != self.generation_id:
+                return ErrorCode.illegal_generation
+        elif not transactional and not self.is_(GroupState.EMPTY):
+            return ErrorCode.unknown_member_id
+        if not transactional and self.is_(GroupState.COMPLETING_REBALANCE):
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none

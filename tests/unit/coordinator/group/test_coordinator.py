@@ -5,7 +5,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from minikafka.coordinator.group import GroupConfig, GroupCoordinator, GroupState, OffsetCommit
+from minikafka.coordinator.group import (
+    GroupConfig,
+    GroupCoordinator,
+    GroupListing,
+    GroupState,
+    JoinGroupRequest,
+    OffsetCommit,
+    SyncGroupRequest,
+)
 from minikafka.coordinator.group.coordinator import FetchedOffset
 from minikafka.coordinator.group.log import OFFSETS_TOPIC
 from minikafka.coordinator.hashing import partition_for
@@ -35,7 +43,7 @@ def join(
     v4: bool = False,
     v9: bool = False,
 ):
-    return coord.join_group(
+    return coord.join_group(JoinGroupRequest(
         group_id=group,
         member_id=member_id,
         group_instance_id=instance,
@@ -47,7 +55,7 @@ def join(
         client_host="/127.0.0.1",
         require_known_member_id=v4,
         supports_skip_assignment=v9,
-    )
+    ))
 
 
 def sync(
@@ -59,7 +67,7 @@ def sync(
     group: str = "g",
     instance: str | None = None,
 ):
-    return coord.sync_group(
+    return coord.sync_group(SyncGroupRequest(
         group_id=group,
         generation_id=generation,
         member_id=member_id,
@@ -67,7 +75,7 @@ def sync(
         protocol_type=None,
         protocol_name=None,
         assignments=assignments or {},
-    )
+    ))
 
 
 async def settle(coord, clock, *tasks):
@@ -230,7 +238,7 @@ async def test_commit_and_fetch_offsets() -> None:
     assert fetched[("t", 0)].offset == 10 and fetched[("t", 0)].leader_epoch == 3
     assert fetched[("t", 0)].metadata == "m" and fetched[("t", 1)].offset == -1
     assert list(coord.fetch_offsets("simple", None)) == [("t", 0)]
-    assert coord.list_groups() == [("simple", "", "Empty")]
+    assert coord.list_groups() == [GroupListing("simple", "", "Empty")]
     a, _b = await stable_pair(coord)
     ok = coord.commit_offsets(
         group_id="g", generation_id=2, member_id=a, group_instance_id=None, commits=[OffsetCommit("t", 0, 5)]
@@ -308,10 +316,11 @@ async def test_describe_list_delete() -> None:
     coord, logs, clock = make()
     a, b = await stable_pair(coord)
     described = coord.describe_group("g")
-    assert described["group_state"] == "Stable" and described["protocol_data"] == "range"
-    assert {m["member_assignment"] for m in described["members"]} == {b"A", b"B"}
-    assert coord.describe_group("zz")["group_state"] == "Dead"
-    assert coord.list_groups(["stable"]) == [("g", "consumer", "Stable")]
+    assert described.state == "Stable" and described.protocol == "range" and described.exists
+    assert {m.assignment for m in described.members} == {b"A", b"B"}
+    unknown = coord.describe_group("zz")
+    assert unknown.state == "Dead" and not unknown.exists and unknown.members == ()
+    assert coord.list_groups(["stable"]) == [GroupListing("g", "consumer", "Stable")]
     assert coord.list_groups(["Empty"]) == []
     assert coord.delete_groups(["g", "missing"]) == {"g": E.non_empty_group, "missing": E.group_id_not_found}
     coord.commit_offsets(

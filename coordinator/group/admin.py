@@ -1,0 +1,137 @@
+"""GroupAdmin: DescribeGroups, ListGroups, DeleteGroups and OffsetDelete, answered as dataclasses.
+
+Follows the admin half of Kafka 4's `GroupMetadataManager` (describeGroups, listGroups,
+deleteGroups via GroupCoordinatorShard) and `OffsetMetadataManager.deleteOffsets`. The handlers in
+broker/handlers/ turn these results into the wire shape of each version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from minikafka.protocol.errors import ErrorCode
+
+from .metadata import GroupMetadataManager
+from .offsets import TopicPartition
+from .records import CONSUMER_PROTOCOL_TYPE, consumer_subscription_topics
+from .state import Group, GroupState
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes  # the chosen protocol's metadata, only while the group is Stable
+    assignment: bytes  # only while the group is Stable
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    """Kafka's GroupMetadata.summary: an unknown group is described as Dead, `exists=False`."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str  # the chosen protocol, only while the group is Stable
+    members: tuple[MemberDescription, ...]
+    exists: bool
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+class GroupAdmin:
+    def __init__(self, manager: GroupMetadataManager) -> None:
+        self._manager = manager
+        self._groups = manager.groups
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        group = self._groups.get(group_id)
+        if group is None:
+            return GroupDescription(group_id, GroupState.DEAD.value, "", "", (), exists=False)
+        stable = group.is_(GroupState.STABLE)
+        members = tuple(
+            MemberDescription(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(group.protocol_name) if stable and group.protocol_name else b"",
+                m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        )
+        return GroupDescription(
+            group_id,
+            group.state.value,
+            group.protocol_type or "",
+            (group.protocol_name or "") if stable else "",
+            members,
+            exists=True,
+        )
+
+    def list_groups(self, states: Iterable[str] = ()) -> list[GroupListing]:
+        """Live groups, optionally only those in `states` (case-insensitive, trimmed)."""
+        wanted = {s.lower().strip() for s in states}
+        return [
+            GroupListing(g.group_id, g.protocol_type or "", g.state.value)
+            for g in self._groups.values()
+            if not g.is_(GroupState.DEAD) and (not wanted or g.state.value.lower() in wanted)
+        ]
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        out: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            group = self._groups.get(group_id)
+            if not group_id:
+                out[group_id] = ErrorCode.invalid_group_id
+            elif group is None or group.is_(GroupState.DEAD):
+                out[group_id] = ErrorCode.group_id_not_found
+            elif not group.is_(GroupState.EMPTY):
+                out[group_id] = ErrorCode.non_empty_group
+            else:
+                self._manager.delete_group(group)
+                out[group_id] = ErrorCode.none
+        return out
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """Kafka 4's OffsetMetadataManager.deleteOffsets: a group error (unknown group, or a non-empty
+        group that is not a consumer group) fails the request; otherwise the top-level error is NONE
+        and only partitions of topics the group subscribes to get GROUP_SUBSCRIBED_TO_TOPIC."""
+        group = self._groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return ErrorCode.group_id_not_found, {}
+        if not group.is_(GroupState.EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return ErrorCode.non_empty_group, {}
+        subscribed = _subscribed_topics(group)
+        results = {
+            tp: ErrorCode.group_subscribed_to_topic if subscribed is None or tp[0] in subscribed else ErrorCode.none
+            for tp in partitions
+        }
+        self._manager.delete_offsets(group_id, [tp for tp, error in results.items() if error is ErrorCode.none])
+        return ErrorCode.none, results
+
+
+def _subscribed_topics(group: Group) -> set[str] | None:
+    """Topics a consumer group subscribes to; None when not known yet (no generation chose a
+    protocol), which Kafka's isSubscribedToTopic counts as subscribed to every topic."""
+    if group.is_(GroupState.EMPTY):
+        return set()
+    if group.protocol_name is None:
+        return None
+    topics: set[str] = set()
+    for member in group.members.values():
+        # A member that joined since the protocol was chosen may not list it yet.
+        for name, metadata in member.protocols:
+            if name == group.protocol_name:
+                topics.update(consumer_subscription_topics(metadata))
+    return topics

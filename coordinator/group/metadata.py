@@ -1,0 +1,319 @@
+"""GroupMetadataManager: the group coordinator's state and its `__consumer_offsets` records.
+
+Holds what every engine of the coordinator shares, as Kafka 4's `GroupCoordinatorShard` gives its
+`GroupMetadataManager` and `OffsetMetadataManager` one snapshot of the partition's state:
+- the groups by id and the committed (and staged transactional) offsets;
+- replay: groups and offsets rebuilt from every `__consumer_offsets` partition (GroupMetadataValue,
+  OffsetCommitValue, tombstones, and transaction markers applying or dropping staged offsets);
+- persistence: the group record (GroupMetadataValue v3), offset commits, group tombstones;
+- expiry: `offsets.retention.ms` checks every `offsets.retention.check.interval.ms`; an Empty group
+  left without offsets dies (tombstone), as Kafka's cleanupGroupMetadata.
+The membership engines (classic today; KIP-848's consumer protocol later) change groups and call
+back here to persist them; this module knows nothing of joins or heartbeats.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.records import parse_control_record
+from minikafka.storage.clock import next_periodic_run
+
+from ..timers import Timers
+from .log import OffsetsTopic
+from .offsets import OffsetStore, TopicPartition
+from .records import (
+    GroupKey,
+    GroupValue,
+    MemberValue,
+    OffsetKey,
+    OffsetValue,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
+)
+from .state import Group, GroupState, Member
+
+_log = logging.getLogger("minikafka.coordinator.group")
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    offsets_topic_num_partitions: int = 50
+    initial_rebalance_delay_ms: int = 0
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offsets_retention_check_interval_ms: int = 600000
+    offset_metadata_max_bytes: int = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommit:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+    expire_timestamp: int = -1
+
+
+Records = list[tuple[bytes, bytes | None]]
+
+# Kafka's GroupMetadataManager.storeGroup: the code members see when the group record cannot be appended.
+_STORE_ERRORS = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.request_timed_out: ErrorCode.rebalance_in_progress,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
+}
+
+
+def store_error(code: ErrorCode) -> ErrorCode:
+    """What a member is told when its group's record could not be appended."""
+    return _STORE_ERRORS.get(code, code)
+
+
+class GroupMetadataManager:
+    def __init__(self, logs: Any, clock: Any, config: GroupConfig) -> None:
+        self.config = config
+        self.clock = clock
+        self.topic = OffsetsTopic(logs, config.offsets_topic_num_partitions)
+        self.groups: dict[str, Group] = {}
+        self.offsets = OffsetStore()
+        self.timers = Timers(clock)
+
+    def now(self) -> int:
+        return int(self.clock.now_ms())
+
+    def partition_for(self, group_id: str) -> int:
+        return self.topic.partition_for(group_id)
+
+    def get_or_create_group(self, group_id: str) -> Group:
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id, state_timestamp_ms=self.now())
+        return group
+
+    # -- replay --------------------------------------------------------------------------------
+
+    def replay_steps(self) -> Iterator[None]:
+        """Replay every `__consumer_offsets` partition, one step per batch."""
+        if not self.topic.exists():
+            return
+        for partition in range(self.topic.num_partitions):
+            for batch in self.topic.batches(partition):
+                self._replay_batch(batch)
+                yield
+
+    def _replay_batch(self, batch: Any) -> None:
+        header = batch.header
+        if header.is_control:
+            for record in batch.records:
+                control_type, _epoch = parse_control_record(record)
+                self.offsets.replay_end_txn_marker(header.producer_id, commit=control_type == 1)
+            return
+        for record in batch.records:
+            if record.key is None:
+                continue
+            # KIP-848's ConsumerGroup* records (key versions 3+) decode to None until the consumer
+            # protocol engine exists; their replay belongs next to the classic records' here.
+            key = decode_key(record.key)
+            if isinstance(key, OffsetKey):
+                self._replay_offset(key, record.value, record.offset, header)
+            elif isinstance(key, GroupKey):
+                if record.value is None:
+                    self.groups.pop(key.group, None)
+                    self.offsets.delete_group(key.group)
+                else:
+                    self.groups[key.group] = _classic_group_from_record(key.group, decode_group_value(record.value))
+
+    def _replay_offset(self, key: OffsetKey, value: bytes | None, record_offset: int, header: Any) -> None:
+        tp = (key.topic, key.partition)
+        if value is None:
+            self.offsets.delete(key.group, tp)
+        elif header.is_transactional:
+            self.offsets.stage_txn(header.producer_id, key.group, tp, decode_offset_value(value), record_offset)
+        else:
+            self.offsets.commit(key.group, tp, decode_offset_value(value), record_offset)
+        if key.group not in self.groups:
+            self.groups[key.group] = Group(key.group, state_timestamp_ms=self.clock.now_ms())
+
+    # -- persistence ---------------------------------------------------------------------------
+
+    def append(self, group_id: str, records: Records, **txn: Any) -> int:
+        """Append records to the group's `__consumer_offsets` partition; the first record's offset."""
+        return self.topic.append(self.partition_for(group_id), records, self.now(), **txn)
+
+    def store_group(self, group: Group) -> None:
+        """Persist the group's GroupMetadataValue (raises KafkaError when the append fails)."""
+        protocol = group.protocol_name
+        members = tuple(
+            MemberValue(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                m.metadata(protocol) if protocol else b"",
+                m.assignment,
+            )
+            for m in group.members.values()
+        )
+        value = GroupValue(
+            group.protocol_type or "",
+            group.generation_id,
+            protocol,
+            group.leader_id,
+            group.state_timestamp_ms,
+            members,
+        )
+        self.append(group.group_id, [(encode_group_key(GroupKey(group.group_id)), encode_group_value(value))])
+
+    def write_offsets(
+        self, group_id: str, commits: list[OffsetCommit], *, producer_id: int = -1, producer_epoch: int = -1
+    ) -> None:
+        """Append the commits as one batch and apply them (or stage them, for a transaction)."""
+        if not commits:
+            return
+        now = self.now()
+        records: Records = []
+        values = []
+        for c in commits:
+            value = OffsetValue(c.offset, c.leader_epoch, c.metadata or "", now, c.expire_timestamp)
+            values.append(value)
+            records.append((encode_offset_key(OffsetKey(group_id, c.topic, c.partition)), encode_offset_value(value)))
+        transactional = producer_id >= 0
+        base = self.append(
+            group_id,
+            records,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            transactional=transactional,
+        )
+        for index, (c, value) in enumerate(zip(commits, values, strict=True)):
+            tp = (c.topic, c.partition)
+            if transactional:
+                self.offsets.stage_txn(producer_id, group_id, tp, value, base + index)
+            else:
+                self.offsets.commit(group_id, tp, value, base + index)
+
+    def complete_transaction(
+        self, partition: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+    ) -> None:
+        """Write a transaction marker to `__consumer_offsets-partition` and apply/drop staged offsets."""
+        self.topic.append_marker(partition, producer_id, producer_epoch, commit, coordinator_epoch, self.now())
+        self.offsets.replay_end_txn_marker(producer_id, commit)
+
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> None:
+        """Tombstone the committed offsets among `partitions` (the others are left alone)."""
+        tombstones: Records = [
+            (encode_offset_key(OffsetKey(group_id, topic, partition)), None)
+            for topic, partition in partitions
+            if self.offsets.delete(group_id, (topic, partition))
+        ]
+        if tombstones:
+            self.append(group_id, tombstones)
+
+    def delete_group(self, group: Group) -> None:
+        """Tombstone the group and all its offsets; the group is Dead and forgotten."""
+        partitions = self.offsets.delete_group(group.group_id)
+        records: Records = [
+            (encode_offset_key(OffsetKey(group.group_id, topic, partition)), None) for topic, partition in partitions
+        ]
+        records.append((encode_group_key(GroupKey(group.group_id)), None))
+        self.append(group.group_id, records)
+        group.transition_to(GroupState.DEAD, self.now())
+        self.groups.pop(group.group_id, None)
+
+    # -- expiry --------------------------------------------------------------------------------
+
+    def schedule_retention(self) -> None:
+        self.timers.schedule(
+            ("retention",),
+            next_periodic_run(self.clock, self.config.offsets_retention_check_interval_ms),
+            self._on_retention,
+        )
+
+    def _on_retention(self) -> None:
+        try:
+            self.expire_offsets(self.now())
+        finally:
+            self.schedule_retention()
+
+    def expire_offsets(self, now_ms: int) -> int:
+        """Tombstone expired offsets; an Empty group left with none dies. Returns offsets removed."""
+        removed = 0
+        for group in list(self.groups.values()):
+            if group.is_(GroupState.EMPTY):
+                empty_since = group.state_timestamp_ms if group.protocol_type else None
+            elif group.protocol_type is None:
+                empty_since = None
+            else:
+                continue
+            expired = self.offsets.expired(group.group_id, now_ms, self.config.offsets_retention_ms, empty_since)
+            try:
+                removed += self._expire_group_offsets(group, expired, now_ms)
+            except KafkaError as exc:
+                # Kafka's cleanupGroupMetadata logs it too; nothing was removed, so the next check retries
+                _log.warning("failed to write tombstones for group %s: %s", group.group_id, exc)
+        return removed
+
+    def _expire_group_offsets(self, group: Group, expired: list[TopicPartition], now_ms: int) -> int:
+        if expired:
+            # Tombstones first: if they cannot be written, the offsets stay for the next check.
+            self.append(
+                group.group_id,
+                [(encode_offset_key(OffsetKey(group.group_id, t, p)), None) for t, p in expired],
+            )
+            for tp in expired:
+                self.offsets.delete(group.group_id, tp)
+        if (
+            group.is_(GroupState.EMPTY)
+            and not group.pending_members
+            and not self.offsets.has_offsets(group.group_id)
+            and not self.offsets.has_pending(group.group_id)
+        ):
+            self.append(group.group_id, [(encode_group_key(GroupKey(group.group_id)), None)])
+            group.transition_to(GroupState.DEAD, now_ms)
+            self.groups.pop(group.group_id, None)
+        return len(expired)
+
+
+def _classic_group_from_record(group_id: str, value: GroupValue) -> Group:
+    """Kafka's ClassicGroup.fromRecord: a replayed group is Stable with members, else Empty."""
+    group = Group(group_id, state_timestamp_ms=value.current_state_timestamp)
+    group.protocol_type = value.protocol_type or None
+    group.protocol_name = value.protocol
+    group.generation_id = value.generation
+    for m in value.members:
+        member = Member(
+            m.member_id,
+            m.group_instance_id,
+            m.client_id,
+            m.client_host,
+            m.rebalance_timeout,
+            m.session_timeout,
+            value.protocol_type,
+            [(value.protocol or "", m.subscription)],
+            assignment=m.assignment,
+        )
+        group.add(member)
+    group.protocol_type = value.protocol_type or None
+    group.leader_id = value.leader if value.leader in group.members else group.leader_id
+    group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+    return group
