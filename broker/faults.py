@@ -24,6 +24,7 @@ import dataclasses
 import datetime
 import itertools
 import typing
+import uuid
 from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
@@ -45,7 +46,8 @@ MAX_DELAY_MS = 300_000
 # Rules one broker holds; a test suite adding rules in a loop without clearing them is a bug to report.
 MAX_RULES = 10_000
 _PARTITION_KEYS = ("partition_index", "partition", "index")
-_TOPIC_KEYS = ("name", "topic")
+# A topic id (Fetch v13+) counts as the topic it names now: resolved through FaultTable.resolve_topic.
+_TOPIC_KEYS = ("name", "topic", "topic_id")
 _SPEC_KEYS = frozenset({"api", "error", "count", "delay_ms", "drop", "throttle_ms", "topic", "partition",
                         "group_id", "transactional_id", "client_id"})
 
@@ -282,8 +284,14 @@ class Split:
     rest: Any | None  # None: every partition matched
 
 
-def split_request(request: Any, selects: Callable[[str, int | None], bool]) -> Split | None:
-    """None when nothing in the request matches (or it names no topics)."""
+TopicResolver = Callable[[uuid.UUID], "str | None"]
+
+
+def split_request(request: Any, selects: Callable[[str, int | None], bool],
+                  resolve_topic: TopicResolver | None = None) -> Split | None:
+    """None when nothing in the request matches (or it names no topics). Topics given by id are matched by
+    the name `resolve_topic` gives them (an id it does not know matches no rule); without a resolver the id
+    itself is what `selects` sees."""
     shape = topic_shape(_class_of(request))
     if shape is None:
         return None
@@ -292,6 +300,8 @@ def split_request(request: Any, selects: Callable[[str, int | None], bool]) -> S
     rest: list[Any] = []
     for entry in entries:
         topic = getattr(entry, shape.name)
+        if isinstance(topic, uuid.UUID) and resolve_topic is not None:
+            topic = resolve_topic(topic)
         partitions = getattr(entry, shape.partitions) if shape.partitions is not None else ()
         if not partitions:
             (matched if isinstance(topic, str) and selects(topic, None) else rest).append(entry)
@@ -301,7 +311,7 @@ def split_request(request: Any, selects: Callable[[str, int | None], bool]) -> S
         miss: list[Any] = []
         for partition in partitions:
             index = getattr(partition, shape.partition_key) if shape.partition_key is not None else partition
-            (hit if selects(topic, index) else miss).append(partition)
+            (hit if topic is not None and selects(topic, index) else miss).append(partition)
         if hit:
             matched.append(dataclasses.replace(entry, **{shape.partitions: tuple(hit)}))
         if miss:
@@ -368,6 +378,8 @@ class FaultTable:
         # Ordered by id: the first rule added wins when several match.
         self.rules: dict[int, FaultRule] = {}
         self._ids = itertools.count(1)
+        # Set by the server: the name of a topic id, so topic rules match requests that name topics by id.
+        self.resolve_topic: TopicResolver | None = None
 
     def add(self, spec: Mapping[str, Any]) -> FaultRule:
         if len(self.rules) >= MAX_RULES:
@@ -407,7 +419,7 @@ class FaultTable:
                 continue
             split = None
             if rule.topic is not None:
-                split = split_request(request, rule.selects)
+                split = split_request(request, rule.selects, self.resolve_topic)
                 if split is None:
                     continue
             rule.fired += 1

@@ -117,6 +117,7 @@ class BrokerServer:
         self.services.crash_points.kills_process = self.owns_process
         self.services.metrics.open_connections = lambda: self.connection_count
         self.services.transactions.crash_point = self.services.crash_points.reach
+        self.services.faults.resolve_topic = lambda topic_id: getattr(logs.topic_by_id(topic_id), "name", None)
         self._debugging_closers = install_debugging(self.services, config)
         self.services.groups.start()
         self._schedule_maintenance()

@@ -8,6 +8,7 @@ from types import ModuleType
 HANDLER_MODULES = (
     "api_versions",
     "metadata",
+    "describe_topic_partitions",
     "produce",
     "fetch",
     "list_offsets",

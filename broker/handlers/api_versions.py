@@ -3,8 +3,12 @@
 Behavior:
 - Lists exactly the APIs registered in this node's registry, with their advertised ranges.
 - A version newer than 4 never reaches here: the dispatcher answers it at v0 with UNSUPPORTED_VERSION.
-- No features are finalized (transaction.version stays 0 until KIP-890 is implemented), and
-  default-valued tagged fields are not written: Debian's kcat (librdkafka 2.0.2) mis-parses them.
+- v3+: supported and finalized features (`metadata.version`, `transaction.version`, `group.version`,
+  `kraft.version`) from broker/features.py: the profile's release and what this broker implements.
+  v3 leaves out supported features whose minimum is 0, as Kafka does (KAFKA-17011); v4 lists them.
+- Default-valued tagged fields are not written (kio skips them): with nothing finalized, as in the
+  2.8-3.2 profiles, the v3+ body ends with an empty tag buffer, which Debian's kcat (librdkafka 2.0.2)
+  needs.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 
 from ..context import RequestContext
+from ..features import CONSUMER_GROUP_HEARTBEAT_KEY, features, supported_for
 from .common import response_of
 
 API_KEY = ApiKey.API_VERSIONS
@@ -22,11 +27,19 @@ VERSIONS = VersionRange(0, 4)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    registry = ctx.services.registry
+    found = features(registry.kafka_version, ctx.services.config.transaction_version,
+                     registry.route(CONSUMER_GROUP_HEARTBEAT_KEY) is not None)
     return build(
         response_of(request),
         api_keys=[
             {"api_key": key, "min_version": lo, "max_version": hi}
-            for key, lo, hi in ctx.services.registry.api_versions()
+            for key, lo, hi in registry.api_versions()
         ],
         throttle_time=0,
+        supported_features=[{"name": name, "min_version": low, "max_version": high}
+                            for name, (low, high) in supported_for(request.__version__, found).items()],
+        finalized_features_epoch=found.epoch,
+        finalized_features=[{"name": name, "min_version_level": level, "max_version_level": level}
+                            for name, level in found.finalized.items()],
     )

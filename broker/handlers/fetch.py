@@ -1,4 +1,4 @@
-"""Fetch: v4-12.
+"""Fetch: v4-18.
 
 Behavior:
 - Long poll: answers once min_bytes are available, an error occurs, or max_wait passes. Waiting is
@@ -18,7 +18,15 @@ Behavior:
 - max_bytes is capped at fetch.max.bytes (55 MiB, as Kafka). A negative max_bytes or
   partition_max_bytes is INVALID_REQUEST for the partitions concerned (Kafka's LogSegment.read throws
   IllegalArgumentException there, which clients see as UNKNOWN_SERVER_ERROR).
-Version notes: v13+ address topics by id only; not advertised yet.
+- Topics by name up to v12, by topic id from v13 (KIP-516). An id this broker does not know (never
+  created, deleted, or the id of a topic since re-created under the same name) is UNKNOWN_TOPIC_ID
+  on each of its partitions, as Kafka's handleFetchRequest answers: a client holding the old id of
+  a re-created topic never reads the new topic's records. Ids are resolved again on every pass of
+  a long poll, so a topic deleted while the request waits answers UNKNOWN_TOPIC_ID too.
+Version notes: v15 moves replica_id into the tagged replica_state (consumers send -1 either way);
+v16 adds node_endpoints, for NOT_LEADER_OR_FOLLOWER answers this single-leader broker never gives,
+so it stays empty; v17 adds replica_directory_id and v18 the follower's high watermark, both
+follower-only fields, ignored.
 """
 
 from __future__ import annotations
@@ -34,13 +42,22 @@ from ..errors import error_code_for
 from .common import partition_log, response_of
 
 API_KEY = ApiKey.FETCH
-VERSIONS = VersionRange(4, 12)
+VERSIONS = VersionRange(4, 18)
 
 READ_COMMITTED = 1
 
 
+def _topic_name(ctx: RequestContext, topic: Any, by_id: bool) -> str | None:
+    """The name a requested topic entry addresses now; None for an id this broker does not know."""
+    if not by_id:
+        return topic.topic  # type: ignore[no-any-return]
+    meta = ctx.services.logs.topic_by_id(topic.topic_id)
+    return meta.name if meta is not None else None
+
+
 def _read_all(ctx: RequestContext, request: Any) -> tuple[list[dict[str, Any]], int, bool]:
     """One pass over the requested partitions: (topic entries, bytes gathered, any error)."""
+    by_id = request.__version__ >= 13
     # Kafka's min(max_bytes, fetch.max.bytes): a client asking for 2 GiB gets at most that much.
     budget = min(request.max_bytes, ctx.services.config.fetch_max_bytes)
     gathered = 0
@@ -48,16 +65,22 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[list[dict[str, Any]], 
     committed = request.isolation_level == READ_COMMITTED
     topics = []
     for topic in request.topics:
+        name = _topic_name(ctx, topic, by_id)
         partitions = []
         for part in topic.partitions:
             entry: dict[str, Any] = {"partition_index": part.partition, "records": b"",
                                      "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
                                      "aborted_transactions": None}
+            if name is None:
+                errored = True
+                entry["error_code"] = ErrorCode.unknown_topic_id
+                partitions.append(entry)
+                continue
             try:
                 if part.partition_max_bytes < 0 or budget < 0:
                     raise KafkaError(f"negative max_bytes ({request.max_bytes}) or partition_max_bytes "
                                      f"({part.partition_max_bytes})", code=ErrorCode.invalid_request)
-                log = partition_log(ctx, topic.topic, part.partition)
+                log = partition_log(ctx, name, part.partition)
                 limit = min(part.partition_max_bytes, budget - gathered)
                 last_stable = log.last_stable_offset
                 upper = last_stable if committed else log.high_watermark
@@ -76,9 +99,9 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[list[dict[str, Any]], 
                         for t in log.collect_aborted(part.fetch_offset, upper)]
             except Exception as exc:
                 errored = True
-                entry["error_code"] = error_code_for(exc, ctx, topic=topic.topic, partition=part.partition)
+                entry["error_code"] = error_code_for(exc, ctx, topic=name, partition=part.partition)
             partitions.append(entry)
-        topics.append({"topic": topic.topic, "partitions": partitions})
+        topics.append({"topic": name, "topic_id": getattr(topic, "topic_id", None), "partitions": partitions})
     return topics, gathered, errored
 
 
@@ -87,7 +110,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return build(response_of(request), error_code=ErrorCode.fetch_session_id_not_found, responses=[])
     clock = ctx.services.clock
     deadline = clock.real_monotonic() + ms(request.max_wait) / 1000
-    watched = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    by_id = request.__version__ >= 13
+    # Waiters are keyed by name: an unknown id answers at once (an error), so it needs no waiter.
+    watched = [(name, p.partition) for t in request.topics
+               if (name := _topic_name(ctx, t, by_id)) is not None for p in t.partitions]
     while True:
         topics, gathered, errored = _read_all(ctx, request)
         remaining = deadline - clock.real_monotonic()

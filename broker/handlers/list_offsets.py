@@ -1,12 +1,16 @@
-"""ListOffsets: v1-8.
+"""ListOffsets: v1-10.
 
 Behavior:
 - timestamp -2 (EARLIEST): the log start offset; -1 (LATEST): the high watermark, or the last
   stable offset for read_committed; -3 (MAX_TIMESTAMP, v7+): the record with the largest timestamp;
-  -4 (EARLIEST_LOCAL, v8+): as EARLIEST (no tiered storage); otherwise the first record whose
-  timestamp is >= the target, or offset -1 / timestamp -1 when there is none.
+  -4 (EARLIEST_LOCAL, v8+): as EARLIEST (no tiered storage); -5 (LATEST_TIERED, v9+, KIP-1005):
+  offset, timestamp and leader epoch -1, Kafka's answer for a topic without remote storage;
+  otherwise the first record whose timestamp is >= the target, or offset -1 / timestamp -1 when
+  there is none.
 - Leader epoch is the partition's (always 0 on a single node) for found offsets, -1 otherwise.
 - Asking the same partition twice in one request is INVALID_REQUEST for that partition, as Kafka.
+Version notes: v10 adds timeout_ms, how long a remote-storage lookup may take (KIP-1075): every
+lookup here is local and immediate, so it is not used.
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ from ..errors import error_code_for
 from .common import partition_log, response_of
 
 API_KEY = ApiKey.LIST_OFFSETS
-VERSIONS = VersionRange(1, 8)
+VERSIONS = VersionRange(1, 10)
 
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 READ_COMMITTED = 1
 
 
@@ -36,6 +40,8 @@ def _lookup(ctx: RequestContext, topic: str, partition: int, timestamp: int, com
     if timestamp == LATEST:
         offset = log.last_stable_offset if committed else log.high_watermark
         return {"offset": offset, "timestamp": -1, "leader_epoch": epoch}
+    if timestamp == LATEST_TIERED:
+        return {"offset": -1, "timestamp": -1, "leader_epoch": -1}
     if timestamp == MAX_TIMESTAMP:
         offset, found_ts = log.max_timestamp_offset()
         return {"offset": offset, "timestamp": found_ts, "leader_epoch": epoch if offset >= 0 else -1}

@@ -1,4 +1,4 @@
-"""Metadata: v0-12.
+"""Metadata: v0-13.
 
 Behavior:
 - Brokers: every node of the cluster view; controller: its lowest node id.
@@ -14,7 +14,8 @@ Behavior:
 - Single replica: leader = the node the cluster view names, replicas = isr = [leader], epoch 0.
 - Authorized operations (v8+, when asked): every operation of the topic (and, v8-10, of the cluster),
   as a Kafka broker without an authorizer answers; unasked they keep the default -2^31.
-Version notes: v13 only adds a top-level error code; not advertised yet.
+- v13 adds a top-level error code (KIP-1102, REBOOTSTRAP_REQUIRED for clients whose bootstrap
+  brokers are all gone): this broker is always its own bootstrap, so it is always NONE.
 """
 
 from __future__ import annotations
@@ -33,13 +34,14 @@ from .authorization import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, operations_if
 from .common import response_of
 
 API_KEY = ApiKey.METADATA
-VERSIONS = VersionRange(0, 12)
+VERSIONS = VersionRange(0, 13)
 
 
-def _topic_entry(ctx: RequestContext, meta: TopicMeta) -> dict[str, Any]:
+def partition_entries(ctx: RequestContext, meta: TopicMeta, indexes: range) -> list[dict[str, Any]]:
+    """Leader, epoch, replicas and ISR of those partitions (Metadata and DescribeTopicPartitions)."""
     cluster = ctx.services.cluster
     partitions = []
-    for index in range(meta.partitions):
+    for index in indexes:
         leader = cluster.leader_of(meta.name, index)
         log = ctx.services.logs.partition(meta.name, index)
         partitions.append({
@@ -50,7 +52,15 @@ def _topic_entry(ctx: RequestContext, meta: TopicMeta) -> dict[str, Any]:
             "replica_nodes": (leader,),
             "isr_nodes": (leader,),
             "offline_replicas": (),
+            # KIP-966: no replica is ever out of the ISR here, so no eligible leader replicas.
+            "eligible_leader_replicas": (),
+            "last_known_elr": (),
         })
+    return partitions
+
+
+def _topic_entry(ctx: RequestContext, meta: TopicMeta) -> dict[str, Any]:
+    partitions = partition_entries(ctx, meta, range(meta.partitions))
     return {
         "error_code": ErrorCode.none,
         "name": meta.name,
@@ -146,6 +156,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return build(
         response_of(request),
         throttle_time=0,
+        error_code=ErrorCode.none,
         brokers=[{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack} for n in cluster.nodes],
         cluster_id=cluster.cluster_id,
         controller_id=cluster.controller_id,

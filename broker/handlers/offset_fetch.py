@@ -1,12 +1,16 @@
-"""OffsetFetch: v1-8.
+"""OffsetFetch: v1-9.
 
 Behavior:
 - Committed offset, leader epoch and metadata per partition; a partition without a commit is
   offset -1 with no error. A null topic list (v2+) means every partition the group committed.
 - require_stable (v7+, KIP-447): a partition with a pending transactional commit is
   UNSTABLE_OFFSET_COMMIT.
+- v9 (KIP-848) adds each group's member_id and member_epoch. Only a consumer-protocol group checks
+  them (Kafka's ConsumerGroup.validateOffsetFetch); a classic group ignores them
+  (ClassicGroup.validateOffsetFetch only refuses a Dead group), and every group here is classic, so
+  v9 answers as v8.
 Version notes: v2+ has a top-level error code; v5 adds committed_leader_epoch; v8 batches groups.
-v9+ (KIP-848 member epochs) and v10 (topic ids) are not advertised.
+v10 (topics by id) is not served: Kafka 4.1 advertises up to v9.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from .common import response_of
 from .group_common import coordinator, ownership_error
 
 API_KEY = ApiKey.OFFSET_FETCH
-VERSIONS = VersionRange(1, 8)
+VERSIONS = VersionRange(1, 9)
 
 
 def _group(

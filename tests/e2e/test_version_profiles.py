@@ -78,7 +78,7 @@ def test_profiles_differ_where_kafka_did(broker_factory) -> None:
     assert old[18] == (0, 3) and old[0] == (0, 9) and old[3] == (0, 11)
     kraft = _advertised(broker_factory(**{VERSION_KEY: "4.0"}).port)
     assert kraft[11] == (2, 9), "Kafka 4.0 dropped JoinGroup v0-1 (KIP-896)"
-    assert kraft[0] == (0, 11), "Kafka 4.x still advertises Produce v0 (KAFKA-18659); we serve up to 11"
+    assert kraft[0] == (0, 12), "Kafka 4.x still advertises Produce v0 (KAFKA-18659); we serve up to 12"
     assert kraft[65] == (0, 0) and kraft[66] == (0, 1)
     newest = _advertised(broker_factory().port)
     assert newest == _expected((4, 1))
@@ -139,9 +139,10 @@ def test_confluent_round_trip(broker_factory, profile: str) -> None:
 
 
 # kafka-python names a broker by the newest version of one API it serves (infer_broker_version_from_api_versions).
-# It tells 3.9 by Fetch v17 and 4.0 by ListOffsets v10, which minikafka does not implement (Fetch <= 12,
-# ListOffsets <= 8): from 3.8 on it sees 3.8 (Produce v11), whatever newer profile is chosen.
-@pytest.mark.parametrize(("profile", "detected"), [("2.8", (2, 8)), ("3.0", (3, 0)), ("3.x", (3, 8))])
+# It tells 3.9 by Fetch v17, 4.0 by ListOffsets v10 and 4.1 by Produce v13 (topic ids), which minikafka does not
+# implement: the 4.1 profile is seen as 4.0.
+@pytest.mark.parametrize(("profile", "detected"), [("2.8", (2, 8)), ("3.0", (3, 0)), ("3.x", (3, 9)),
+                                                   ("4.0", (4, 0)), ("4.1", (4, 0))])
 def test_kafka_python_detects_the_release(broker_factory, profile: str, detected: tuple[int, int]) -> None:
     broker = broker_factory(**{VERSION_KEY: profile})
     client = KafkaNetClient(bootstrap_servers=broker.bootstrap)
