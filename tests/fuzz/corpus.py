@@ -20,6 +20,8 @@ MAX_PER_KEY = 4
 # Bigger frames (produce batches of many records) add bytes to mutate, not new structure.
 MAX_FRAME_BYTES = 4096
 _HEADER = struct.Struct(">hhi")
+# The client name of frames encoded by minikafka's own codec, for served APIs no real client sends.
+WIRE_CLIENT = "minikafka-wire"
 
 
 @dataclass(frozen=True, slots=True)

@@ -449,6 +449,26 @@ def record(clients: tuple[str, ...], workdir: Path) -> tuple[list[corpus.CorpusF
     return frames, failures
 
 
+def wire_frames(prefix: str) -> list[corpus.CorpusFrame]:
+    """Requests for the served APIs that none of the clients above sends (DescribeTopicPartitions:
+    librdkafka describes topics with Metadata), encoded by minikafka's codec as the wire tests send them."""
+    from kio.schema.describe_topic_partitions.v0.request import (
+        Cursor,
+        DescribeTopicPartitionsRequest,
+        TopicRequest,
+    )
+    from minikafka.protocol.codec import encode_request
+
+    requests = [
+        DescribeTopicPartitionsRequest(topics=(TopicRequest(name=f"{prefix}-a"), TopicRequest(name=f"{prefix}-b")),
+                                       response_partition_limit=2000),
+        DescribeTopicPartitionsRequest(topics=(TopicRequest(name=f"{prefix}-a"),), response_partition_limit=1,
+                                       cursor=Cursor(topic_name=f"{prefix}-a", partition_index=1)),
+    ]
+    return [corpus.CorpusFrame.parse(corpus.WIRE_CLIENT, encode_request(index, request, corpus.WIRE_CLIENT)[4:])
+            for index, request in enumerate(requests, start=1)]
+
+
 def coverage(frames: list[corpus.CorpusFrame]) -> dict[str, dict[str, list[int]]]:
     table: dict[str, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
     for frame in frames:
@@ -469,6 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown clients: {sorted(unknown)}")
     with tempfile.TemporaryDirectory(prefix="minikafka-record-") as tmp:
         frames, failures = record(clients, Path(tmp))
+    frames += wire_frames(f"fz{uuid.uuid4().hex[:6]}")
     selected = corpus.save(frames, args.out)
     served = {api.name for api in ApiKey}
     recorded = {api_name(f.api_key) for f in selected}
