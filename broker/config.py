@@ -76,8 +76,9 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("transaction.state.log.num.partitions", "int", "50", "Partitions of __transaction_state."),
     ("transaction.max.timeout.ms", "int", "900000", "Largest transaction.timeout.ms a producer may ask for."),
     ("transaction.version", "int", "0",
-     "Stands in for Kafka's finalized feature of that name (no KRaft here): 1 writes TransactionLogValue v1 "
-     "(flexible) to __transaction_state, 0 writes v0. Not advertised in ApiVersions; 2 (KIP-890) is not built."),
+     "Stands in for Kafka's finalized feature of that name (no KRaft here): 1 and 2 write TransactionLogValue v1 "
+     "(flexible) to __transaction_state, 0 writes v0; 2 enables KIP-890 (EndTxn v5 epoch bumps, implicit "
+     "partition adds by Produce v12 / TxnOffsetCommit v5) for clients that use those versions."),
     ("transactional.id.expiration.ms", "int", "604800000", "Idle time after which a transactional id expires."),
     ("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", "10000",
      "How often timed-out transactions are aborted."),
@@ -239,8 +240,8 @@ def _is_storage_key(key: str) -> bool:
 
 def _transaction_version(value: str) -> int:
     version = int(value)
-    if version not in (0, 1):
-        raise ConfigError(f"invalid value {value!r} for configuration transaction.version: 0 or 1 (2 is not built)")
+    if version not in (0, 1, 2):
+        raise ConfigError(f"invalid value {value!r} for configuration transaction.version: 0, 1 or 2")
     return version
 
 

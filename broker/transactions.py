@@ -36,7 +36,9 @@ def make_transaction_coordinator(config: BrokerConfig, logs: Any, allocate_produ
         TxnConfig(num_partitions=config.transaction_state_log_num_partitions,
                   max_timeout_ms=config.transaction_max_timeout_ms,
                   id_expiration_ms=config.transactional_id_expiration_ms,
-                  log_value_version=config.transaction_version),
+                  # Kafka's TransactionLog: TransactionLogValue v1 from transaction.version 1 on
+                  log_value_version=min(config.transaction_version, 1),
+                  transaction_version=config.transaction_version),
         complete_group_transaction=groups.complete_transaction,
         notify=waiters.notify,
         schedule=_run_soon,

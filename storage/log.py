@@ -41,7 +41,14 @@ from .config import LogConfig
 from .errors import InvalidTimestamp, KafkaStorageError, OffsetOutOfRange, RecordTooLarge, RecordValidationError
 from .files import OS_WRITER, FileWriter
 from .index import AbortedTxn
-from .producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateEntry, ProducerStateManager
+from .producer_state import (
+    CompletedTxn,
+    InvalidTxnState,
+    ProducerAppendInfo,
+    ProducerStateEntry,
+    ProducerStateManager,
+    VerificationGuard,
+)
 from .segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
@@ -294,11 +301,15 @@ class PartitionLog:
     # --- appending -----------------------------------------------------------------------
 
     def append(self, records: bytes | bytearray, now_ms: int,
-               batches: list[tuple[int, BatchHeader]] | None = None, *, from_coordinator: bool = False) -> AppendResult:
+               batches: list[tuple[int, BatchHeader]] | None = None, *, from_coordinator: bool = False,
+               verification_guard: VerificationGuard | None = None) -> AppendResult:
         """Append producer batches (already CRC-checked): validate, assign offsets, write.
 
         `from_coordinator` marks batches a coordinator writes for a producer (transactional offset
         commits): as Kafka's AppendOrigin.COORDINATOR, only the epoch is checked, not sequences.
+        `verification_guard` (a produce the transaction coordinator verified): a transactional batch
+        that opens a transaction here must bring the producer's guard still on record, else
+        INVALID_TXN_STATE (Kafka's UnifiedLog batchMissingRequiredVerification).
         """
         if batches is None:
             batches = list(iter_batches(records, check_crc=False))
@@ -325,6 +336,10 @@ class PartitionLog:
                                     self.log_start_offset, duplicate=True)
             info = updates.get(header.producer_id) or self.producer_state.prepare_update(header.producer_id)
             info.check_transactional(header.is_transactional)
+            if (verification_guard is not None and header.is_transactional and info.entry.current_txn_first_offset < 0
+                    and not self.producer_state.is_verified(header.producer_id, verification_guard)):
+                raise InvalidTxnState(f"producer {header.producer_id}: the record was not part of an ongoing "
+                                      f"transaction on {self.topic}-{self.partition} (its verification is stale)")
             count = header.last_offset_delta + 1
             timestamp = now_ms if self.config.message_timestamp_type == "LogAppendTime" else header.max_timestamp
             info.append_data_batch(header.producer_epoch, header.base_sequence, header.last_sequence,
@@ -332,7 +347,11 @@ class PartitionLog:
                                    check_sequence=not from_coordinator)
             updates[header.producer_id] = info
             next_offset += count
-        return self._write(records, batches, now_ms, updates)
+        result = self._write(records, batches, now_ms, updates)
+        if verification_guard is not None:
+            for producer_id in updates:
+                self.producer_state.clear_verification(producer_id)  # the transaction is open: guard spent
+        return result
 
     def _check_keys(self, records: bytes | bytearray, batches: list[tuple[int, BatchHeader]]) -> None:
         """Kafka's LogValidator.validateKey: a compacted topic refuses every record without a key,
@@ -419,6 +438,8 @@ class PartitionLog:
         header = BatchHeader.parse_header_only(marker, 0)
         previous = self.producer_state.entries.get(producer_id)
         result, segment, mark = self._write_marked(marker, [(0, header)], now_ms, {producer_id: info})
+        # a verification from before this marker must not open a transaction after it
+        self.producer_state.clear_verification(producer_id)
         if completed.aborted:
             try:
                 self._on_disk(lambda: self.active.txn_index.append(self._aborted_entry(completed)))

@@ -191,10 +191,32 @@ class ProducerAppendInfo:
         return CompletedTxn(self.producer_id, first_offset, marker_offset, not commit)
 
 
+class VerificationGuard:
+    """Kafka's VerificationGuard: proof, by identity, that the transaction coordinator verified (or,
+    under transaction version 2, added) this partition for the producer since its last marker. A
+    transactional batch that starts a transaction here must bring the guard still on record, so a
+    verification a marker overtook (the hanging-transaction race of KIP-890) cannot open one."""
+
+    __slots__ = ()
+
+
 class ProducerStateManager:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.entries: dict[int, ProducerStateEntry] = {}
+        # Kafka's VerificationStateEntry per producer: in memory only, as in Kafka
+        self._verification: dict[int, VerificationGuard] = {}
+
+    def start_verification(self, producer_id: int) -> VerificationGuard:
+        """Kafka's maybeCreateVerificationStateEntry: the producer's guard, created if it has none."""
+        return self._verification.setdefault(producer_id, VerificationGuard())
+
+    def is_verified(self, producer_id: int, guard: VerificationGuard) -> bool:
+        return self._verification.get(producer_id) is guard
+
+    def clear_verification(self, producer_id: int) -> None:
+        """A marker ended the producer's transaction here (or one started): the guard is spent."""
+        self._verification.pop(producer_id, None)
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.entries.get(producer_id)

@@ -1,10 +1,15 @@
-"""EndTxn: v0-3.
+"""EndTxn: v0-5.
 
 Behavior: Ongoing -> PrepareCommit/PrepareAbort is written to `__transaction_state` and answered;
 the markers and CompleteCommit/CompleteAbort follow right after on the event loop. A retry of an
 already completed transaction with the same result succeeds; while markers are pending the answer
 is CONCURRENT_TRANSACTIONS; no open transaction is INVALID_TXN_STATE; an older epoch PRODUCER_FENCED.
-Version notes: v4 (TRANSACTION_ABORTABLE) and v5 (KIP-890 epoch bump) are not advertised.
+Version notes: v4 (KIP-890 part 1) lets the broker answer TRANSACTION_ABORTABLE, which this broker
+has no case for. v5 is transaction version 2 when `transaction.version` is 2 (Kafka's
+TransactionVersion.transactionVersionForEndTxn): the epoch bumps at every commit or abort (so the
+markers fence the ended transaction's epoch), an abort needs no partition, a retry carries the
+epoch before the bump, and the response returns the producer id and the new epoch. With
+`transaction.version` below 2, v5 ends the transaction as v4 does and returns no id (-1, -1).
 """
 
 from __future__ import annotations
@@ -20,15 +25,29 @@ from ..errors import error_code_for
 from .common import response_of
 
 API_KEY = ApiKey.END_TXN
-VERSIONS = VersionRange(0, 3)
+VERSIONS = VersionRange(0, 5)
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+
+def client_transaction_version(ctx: RequestContext, request_version: int, first_tv2_version: int) -> int:
+    """2 when the request's version is a transaction version 2 one and the broker enabled it, else 0."""
+    enabled = ctx.services.transactions.config.transaction_version >= 2
+    return 2 if enabled and request_version >= first_tv2_version else 0
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     code = ErrorCode.none
+    producer_id, epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
     try:
-        ctx.services.transactions.end_transaction(request.transactional_id, request.producer_id,
-                                                  request.producer_epoch, bool(request.committed))
+        producer_id, epoch = ctx.services.transactions.end_transaction(
+            request.transactional_id, request.producer_id, request.producer_epoch, bool(request.committed),
+            client_transaction_version(ctx, request.__version__, 5))
     except KafkaError as exc:
         code = error_code_for(exc, ctx)
         ctx.log.info("end transaction refused", transactional_id=request.transactional_id, error=code.name)
-    return build(response_of(request), throttle_time=0, error_code=code)
+    fields: dict[str, Any] = {"throttle_time": 0, "error_code": code}
+    if request.__version__ >= 5:
+        fields.update(producer_id=producer_id, producer_epoch=epoch)
+    return build(response_of(request), **fields)

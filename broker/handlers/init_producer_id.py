@@ -8,7 +8,10 @@ Behavior:
   epoch (fencing older instances); an open transaction of a previous instance is aborted first
   (CONCURRENT_TRANSACTIONS until done; clients retry); a timeout above transaction.max.timeout.ms is
   INVALID_TRANSACTION_TIMEOUT.
-Version notes: v6 (KIP-939 two-phase commit) is not advertised.
+- With `transaction.version` 2, the abort of a previous instance's open transaction is a
+  transaction version 2 abort (Kafka uses the broker's level here): its epoch bumps once more.
+Version notes: v6 (KIP-939 two-phase commit: enable2_pc, keep_prepared_txn) is not built; Kafka
+4.1 does not advertise it either (the 4.1 profile's 0-5), so a non-2PC client uses v5 there.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Produce: v3-11 accepted; v0-11 advertised.
+"""Produce: v3-12 accepted; v0-12 advertised.
 
 Behavior:
 - Each partition's records must be exactly one v2 record batch (Kafka's rule for v3+): none, more
@@ -14,11 +14,18 @@ Behavior:
 - Writing to an internal topic is INVALID_TOPIC_EXCEPTION; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION
   (auto-creation happens through Metadata, which clients send first).
 Version notes: v0-2 are advertised (librdkafka disables compression features otherwise, KAFKA-18659)
-but, as in Kafka 4, not accepted. v12+ (KIP-890 implicit partition adds) and v13 (topic ids) are not
-advertised.
+but, as in Kafka 4, not accepted. v13 (topic ids) is not advertised.
 - Idempotent batches get Kafka's sequence checks and de-duplication (storage/producer_state.py);
   transactional batches must be for a partition added to the producer's ongoing transaction
   (INVALID_TXN_STATE otherwise), as Kafka's transaction.partition.verification.enable does.
+  The verification leaves a guard in the partition's producer state which the append must still
+  find (Kafka's VerificationGuard): a marker written in between spends it.
+- v12 with `transaction.version` 2 (KIP-890 part 2): a transactional batch adds its partition to
+  the transaction itself, through the coordinator (Kafka's AddPartitionsToTxn v5 from the leader);
+  the client sends no AddPartitionsToTxn. A stale epoch is PRODUCER_FENCED; the coordinator's
+  retriable answers (CONCURRENT_TRANSACTIONS while the previous transaction's markers are written,
+  COORDINATOR_LOAD_IN_PROGRESS) are NOT_ENOUGH_REPLICAS, as Kafka's ReplicaManager maps them.
+  Below transaction version 2, v12 is handled as v11.
 """
 
 from __future__ import annotations
@@ -35,16 +42,39 @@ from ..context import RequestContext
 from ..dispatch import CloseConnection
 from ..errors import error_fields
 from .common import partition_log, response_of
+from .end_txn import client_transaction_version
 
 API_KEY = ApiKey.PRODUCE
-VERSIONS = VersionRange(3, 11)
-ADVERTISED_VERSIONS = VersionRange(0, 11)
+VERSIONS = VersionRange(3, 12)
+ADVERTISED_VERSIONS = VersionRange(0, 12)
+# Kafka's ReplicaManager: coordinator errors an older producer would not retry become one it does
+_RETRIABLE_AS_NOT_ENOUGH_REPLICAS = frozenset({ErrorCode.concurrent_transactions,
+                                               ErrorCode.coordinator_load_in_progress,
+                                               ErrorCode.coordinator_not_available, ErrorCode.not_coordinator})
 
 _MAGIC_OFFSET = 16
 
 
 class InvalidRecord(KafkaError):
     error_code = ErrorCode.invalid_record
+
+
+def _add_partition_implicitly(services: Any, transactional_id: str | None, header: BatchHeader, topic: str,
+                              partition: int) -> None:
+    """Transaction version 2: the coordinator adds the partition (a retry of an added one is free)."""
+    if not services.transactions.loaded:
+        raise KafkaError("the transaction coordinator is loading", code=ErrorCode.not_enough_replicas)
+    if transactional_id is None:
+        raise KafkaError("a transactional batch needs the request's transactional id",
+                         code=ErrorCode.invalid_producer_id_mapping)
+    try:
+        services.transactions.add_partitions(transactional_id, header.producer_id, header.producer_epoch,
+                                             [(topic, partition)], 2)
+    except KafkaError as exc:
+        if exc.error_code in _RETRIABLE_AS_NOT_ENOUGH_REPLICAS:
+            raise KafkaError(f"cannot add {topic}-{partition} to the transaction yet: {exc}",
+                             code=ErrorCode.not_enough_replicas) from exc
+        raise
 
 
 def validate_batch(records: bytes | None) -> BatchHeader:
@@ -71,6 +101,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     acks = request.acks
     now_ms = services.clock.now_ms()
+    implicit_add = client_transaction_version(ctx, request.__version__, 12) >= 2
     failed = False
     topics = []
     for topic in request.topic_data:
@@ -86,10 +117,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if meta is not None and meta.internal:
                     raise InvalidTopic(f"cannot produce to internal topic {topic.name}")
                 header = validate_batch(part.records)
+                guard = None
                 if header.is_transactional:
-                    services.transactions.verify_partition(request.transactional_id, header.producer_id,
-                                                           header.producer_epoch, topic.name, part.index)
-                appended = log.append(part.records, now_ms, [(0, header)])
+                    guard = log.producer_state.start_verification(header.producer_id)
+                    if implicit_add:
+                        _add_partition_implicitly(services, request.transactional_id, header, topic.name, part.index)
+                    else:
+                        services.transactions.verify_partition(request.transactional_id, header.producer_id,
+                                                               header.producer_epoch, topic.name, part.index)
+                appended = log.append(part.records, now_ms, [(0, header)], verification_guard=guard)
                 services.waiters.notify((topic.name, part.index))
                 result.update(base_offset=appended.base_offset, log_append_time=appended.log_append_time,
                               log_start_offset=appended.log_start_offset)

@@ -1,4 +1,4 @@
-"""TxnOffsetCommit: v0-3.
+"""TxnOffsetCommit: v0-5.
 
 Behavior: the offsets are written to the group's `__consumer_offsets` partition inside a
 transactional batch of the producer and stay pending until its COMMIT marker (then they apply, if
@@ -7,6 +7,9 @@ must already be in the transaction (AddOffsetsToTxn), else INVALID_TXN_STATE.
 v3 (KIP-447) carries the consumer's generation, member id and group instance id: a stale generation
 is ILLEGAL_GENERATION, an unknown member UNKNOWN_MEMBER_ID, a fenced static member
 FENCED_INSTANCE_ID, so a zombie that lost its partitions in a rebalance cannot commit offsets.
+v4 (KIP-890 part 1) changes nothing here. v5 with `transaction.version` 2 (KIP-890 part 2): the
+client sends no AddOffsetsToTxn; the group's partition joins the transaction with this request
+(Kafka's verification with AddPartitionsToTxn v5, which adds it), as a Produce v12 does.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ from minikafka.protocol.errors import ErrorCode, KafkaError
 from ..context import RequestContext
 from ..errors import error_code_for, translate
 from .common import response_of
+from .end_txn import client_transaction_version
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
-VERSIONS = VersionRange(0, 3)
+VERSIONS = VersionRange(0, 5)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -39,8 +43,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     code = ErrorCode.none
     try:
         partition = services.groups.topic.partition_for(request.group_id)
-        services.transactions.verify_partition(request.transactional_id, request.producer_id,
-                                               request.producer_epoch, OFFSETS_TOPIC, partition)
+        if client_transaction_version(ctx, request.__version__, 5) >= 2:
+            services.groups.topic.ensure()
+            services.transactions.add_partitions(request.transactional_id, request.producer_id,
+                                                 request.producer_epoch, [(OFFSETS_TOPIC, partition)], 2)
+        else:
+            services.transactions.verify_partition(request.transactional_id, request.producer_id,
+                                                   request.producer_epoch, OFFSETS_TOPIC, partition)
         results = services.groups.commit_transactional_offsets(
             request.group_id, request.producer_id, request.producer_epoch, commits,
             generation_id=getattr(request, "generation_id", -1), member_id=getattr(request, "member_id", ""),

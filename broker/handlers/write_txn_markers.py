@@ -3,8 +3,9 @@
 Behavior: for each marker, writes a COMMIT or ABORT control batch to every listed partition led by
 this node. A data partition closes the producer's open transaction there (an abort is recorded in
 `.txnindex`); a `__consumer_offsets` partition also applies or drops the offsets the transaction
-staged. The transaction coordinator writes markers through the same storage calls; this handler is
-the path of admin aborts of hanging transactions (kafka-transactions.sh abort), as in Kafka.
+staged. The transaction coordinator writes its markers through the same writer
+(coordinator/transaction/markers.py); this handler is the path of admin aborts of hanging
+transactions (kafka-transactions.sh abort), as in Kafka.
 Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, PRODUCER_FENCED for an older epoch,
 TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch.
 Version notes: v2 (KIP-1228) adds transaction_version; TV2 epoch rules are not implemented yet.
@@ -20,26 +21,15 @@ from minikafka.protocol.errors import ErrorCode
 
 from ..context import RequestContext
 from ..errors import error_code_for
-from .common import partition_log, response_of
+from .common import response_of
 
 API_KEY = ApiKey.WRITE_TXN_MARKERS
 VERSIONS = VersionRange(1, 1)
 
-OFFSETS_TOPIC = "__consumer_offsets"
-
 
 def _write(ctx: RequestContext, marker: Any, topic: str, partition: int) -> None:
-    services = ctx.services
-    commit = bool(marker.transaction_result)
-    if topic == OFFSETS_TOPIC:
-        partition_log(ctx, topic, partition)  # raises for an unknown partition
-        services.groups.complete_transaction(partition, marker.producer_id, marker.producer_epoch, commit,
-                                             marker.coordinator_epoch)
-    else:
-        log = partition_log(ctx, topic, partition)
-        log.append_control(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch, commit,
-                           services.clock.now_ms())
-    services.waiters.notify((topic, partition))
+    ctx.services.transactions.markers.write(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                                            topic, partition, bool(marker.transaction_result))
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -10,6 +10,17 @@ Follows Kafka's TransactionCoordinator (TV1, the client path):
 - on load, the topic is replayed; a transaction found in Prepare* is driven to completion.
 Single node: the coordinator epoch is the partition's leader epoch, 0.
 
+Every state change goes through Kafka's prepare/complete pair (`TxnMetadata.with_pending` while the
+record is appended, `complete_transition` once it is durable); markers go through the one
+`MarkerWriter` the WriteTxnMarkers handler uses too.
+
+Transaction version 2 (KIP-890, when `transaction.version` is 2): a client's EndTxn v5 bumps the
+epoch at every commit or abort and gets it back (Kafka's endTransaction, with its retry rules);
+an abort needs no partition; a transactional Produce v12 / TxnOffsetCommit v5 adds its partition
+itself (`add_partitions` with client version 2, Kafka's AddPartitionsToTxn v5 from the broker);
+AddPartitionsToTxn v4 `verify_only` is `verify_partitions`. The client version of the transaction
+is kept in TransactionLogValue's ClientTransactionVersion tag.
+
 Disk faults (Kafka's TransactionMarkerRequestCompletionHandler and TransactionMarkerChannelManager):
 a marker that cannot be written (KAFKA_STORAGE_ERROR) is retried, only for the partitions still
 without one, until it is written; Complete* is appended only once every marker is, and a failed
@@ -30,11 +41,13 @@ from typing import Any
 
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.records import Record, build_batch, decode_batch, iter_whole_batches
+from minikafka.storage.errors import UnknownTopicOrPartition
 
 from ..hashing import partition_for
 from ..timers import Timers
 from .log import decode_key, decode_value, encode_key, encode_value, metadata_from
-from .state import TopicPartition, TxnMetadata, TxnState
+from .markers import MarkerWriter
+from .state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SHORT_MAX, TV2, TopicPartition, TxnMetadata, TxnState
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -72,6 +85,8 @@ class TxnConfig:
     max_timeout_ms: int = 900_000
     id_expiration_ms: int = 604_800_000
     log_value_version: int = 0  # transaction.version 0: TransactionLogValue v0
+    # transaction.version (Kafka's finalized feature): 2 enables KIP-890 for clients that ask for it
+    transaction_version: int = 0
 
 
 @dataclass(slots=True)
@@ -102,8 +117,7 @@ class TransactionCoordinator:
         self._allocate = allocate_producer_id
         self._clock = clock
         self.config = config
-        self._complete_group_transaction = complete_group_transaction
-        self._notify = notify
+        self.markers = MarkerWriter(logs, complete_group_transaction, notify, clock)
         self._schedule = schedule
         self.timers = timers if timers is not None else Timers(clock)
         self.txns: dict[str, TxnMetadata] = {}
@@ -129,16 +143,29 @@ class TransactionCoordinator:
                                     {"cleanup.policy": "compact"}, internal=True)
 
     def _write(self, meta: TxnMetadata | None, transactional_id: str) -> None:
-        """Append the new state (or a tombstone) durably, then install it in memory."""
+        """Append the new state (or a tombstone) durably, then install it in memory.
+
+        Kafka's prepare/complete: while the record is appended the installed metadata carries the
+        pending state (a second prepare is refused); a failed append restores it as it was."""
         self._ensure_topic()
         value = encode_value(meta, self.config.log_value_version) if meta is not None else None
+        current = self.txns.get(transactional_id)
+        if current is not None and meta is not None:
+            self.txns[transactional_id] = current.with_pending(meta)
         now = self._clock.now_ms()
         batch = build_batch([Record(encode_key(transactional_id), value, (), now)])
-        self._logs.partition(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id)).append(batch, now)
+        try:
+            self._logs.partition(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id)).append(batch, now)
+        except BaseException:
+            if current is not None:
+                self.txns[transactional_id] = current
+            raise
         if meta is None:
             self.txns.pop(transactional_id, None)
-        else:
+        elif current is None:
             self.txns[transactional_id] = meta
+        else:
+            self.txns[transactional_id] = self.txns[transactional_id].complete_transition(meta)
 
     def load(self) -> None:
         """Replay `__transaction_state`; finish transactions a crash left in Prepare*."""
@@ -206,7 +233,7 @@ class TransactionCoordinator:
         if meta.state == TxnState.ONGOING:
             # The previous instance left a transaction open: fence it by bumping the epoch and abort.
             # The client retries on CONCURRENT_TRANSACTIONS and then gets the new epoch.
-            self._abort(transactional_id, meta.prepare_fence_producer_epoch(now), now)
+            self._abort(transactional_id, meta.prepare_fence_producer_epoch(now), now, self.config.transaction_version)
             raise _error(ErrorCode.concurrent_transactions, "aborting the open transaction of a previous instance")
         if meta.is_epoch_exhausted:
             bumped = meta.prepare_producer_id_rotation(self._allocate(), timeout_ms, now)
@@ -230,21 +257,53 @@ class TransactionCoordinator:
         return meta
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Iterable[TopicPartition]) -> None:
+                       partitions: Iterable[TopicPartition], client_transaction_version: int = 0) -> None:
+        """AddPartitionsToTxn; with client version 2, the implicit add of a Produce v12 or
+        TxnOffsetCommit v5 (Kafka's AddPartitionsToTxn v5 from the partition leader)."""
         meta = self._current(transactional_id, producer_id, producer_epoch)
         wanted = frozenset(partitions)
         if meta.state == TxnState.ONGOING and wanted <= meta.topic_partitions:
             return  # a retry: nothing new to write
         if meta.state == TxnState.PREPARE_EPOCH_FENCE:
             raise _error(ErrorCode.producer_fenced, "the transaction is being fenced")
-        self._write(meta.prepare_add_partitions(wanted, self._clock.now_ms()), transactional_id)
+        self._write(meta.prepare_add_partitions(wanted, self._clock.now_ms(), client_transaction_version),
+                    transactional_id)
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn v4+ `verify_only` (Kafka's handleVerifyPartitionsInTransaction): which of
+        the partitions are in the producer's transaction; nothing is written."""
+        wanted = list(partitions)
+        meta = self.txns.get(transactional_id)
+        code = ErrorCode.none
+        if not self.loaded:
+            code = ErrorCode.coordinator_load_in_progress
+        elif meta is None or meta.producer_id != producer_id:
+            code = ErrorCode.invalid_producer_id_mapping
+        elif meta.producer_epoch != producer_epoch:
+            code = ErrorCode.producer_fenced
+        elif meta.pending_completion:
+            code = ErrorCode.concurrent_transactions
+        if code != ErrorCode.none or meta is None:
+            return dict.fromkeys(wanted, code)
+        return {tp: ErrorCode.none if tp in meta.topic_partitions else ErrorCode.transaction_abortable
+                for tp in wanted}
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
                     offsets_partitions: int) -> None:
         self.add_partitions(transactional_id, producer_id, producer_epoch,
                             [(OFFSETS_TOPIC, partition_for(group_id, offsets_partitions))])
 
-    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
+    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                        client_transaction_version: int = 0) -> tuple[int, int]:
+        """EndTxn. Returns the producer id and epoch the client continues with: from client version
+        2 on, the bumped ones (Kafka's EndTxn v5 response); below it, no id and no epoch (-1, -1)."""
+        if client_transaction_version >= TV2:
+            return self._end_transaction_v2(transactional_id, producer_id, producer_epoch, commit)
+        self._end_transaction_v1(transactional_id, producer_id, producer_epoch, commit)
+        return NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+
+    def _end_transaction_v1(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
         meta = self.txns.get(transactional_id)
         if meta is not None and meta.producer_id == producer_id and meta.producer_epoch == producer_epoch:
             finished = {TxnState.COMPLETE_COMMIT: True, TxnState.COMPLETE_ABORT: False}
@@ -262,16 +321,83 @@ class TransactionCoordinator:
             raise _error(ErrorCode.invalid_txn_state, f"no transaction is ongoing ({meta.state.display_name})")
         now = self._clock.now_ms()
         if commit:
-            self._write(meta.prepare_abort_or_commit(True, now), transactional_id)
+            self._write(meta.prepare_abort_or_commit(True, now, 0), transactional_id)
             self.crash_point("after_prepare_commit")
             self._schedule(lambda: self._write_markers_and_complete(transactional_id))
         else:
-            self._abort(transactional_id, meta, now)
+            self._abort(transactional_id, meta, now, 0)
 
-    def _abort(self, transactional_id: str, meta: TxnMetadata, now: int) -> None:
-        self._write(meta.prepare_abort_or_commit(False, now), transactional_id)
+    def _end_transaction_v2(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                            commit: bool) -> tuple[int, int]:
+        """Kafka's endTransaction for transaction version 2: the epoch bumps at every end, so a retry
+        is told apart by the epoch it carries (one below the bumped one, or the last epoch of the
+        previous producer id after a rotation)."""
+        if not transactional_id:
+            raise _error(ErrorCode.invalid_request, "EndTxn needs a transactional id")
+        meta = self.txns.get(transactional_id)
+        if meta is None:
+            raise _error(ErrorCode.invalid_producer_id_mapping, f"{transactional_id} is not known")
+        retry_on_overflow = (meta.last_producer_id == producer_id and producer_epoch == SHORT_MAX - 1
+                             and meta.producer_epoch == 0)
+        retry_on_epoch_bump = meta.producer_epoch == producer_epoch + 1
+        is_retry = retry_on_epoch_bump or retry_on_overflow
+        if meta.pending_completion:
+            valid_epoch = retry_on_epoch_bump
+        elif meta.state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            valid_epoch = is_retry or producer_epoch == meta.producer_epoch
+        else:
+            valid_epoch = producer_epoch == meta.producer_epoch
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            raise _error(ErrorCode.invalid_producer_id_mapping,
+                         f"producer id {producer_id} is not mapped to {transactional_id}")
+        if not valid_epoch:
+            raise _error(ErrorCode.producer_fenced,
+                         f"epoch {producer_epoch} of {transactional_id} is fenced by {meta.producer_epoch}")
+        result = "commit" if commit else "abort"
+        invalid = _error(ErrorCode.invalid_txn_state, f"cannot {result} in {meta.state.display_name}")
+        if meta.state == TxnState.ONGOING:
+            pass
+        elif meta.state == TxnState.COMPLETE_COMMIT:
+            if commit and is_retry:
+                return meta.producer_id, meta.producer_epoch  # a retried commit that completed
+            if commit or is_retry:
+                raise invalid  # a second commit of nothing, or the retry of an abort that never was
+        elif meta.state == TxnState.COMPLETE_ABORT:
+            if commit:
+                raise invalid
+            if is_retry:
+                return meta.producer_id, meta.producer_epoch  # a retried abort that completed
+        elif meta.pending_completion:
+            if commit == (meta.state == TxnState.PREPARE_COMMIT):
+                raise _error(ErrorCode.concurrent_transactions, "markers are still being written")
+            raise invalid
+        elif meta.state == TxnState.EMPTY:
+            if commit:
+                raise invalid
+        else:
+            raise invalid  # Dead and PrepareEpochFence are never installed
+        now = self._clock.now_ms()
+        if commit:
+            prepared = meta.prepare_abort_or_commit(True, now, TV2, self._next_producer_id(meta))
+            self._write(prepared, transactional_id)
+            self.crash_point("after_prepare_commit")
+            self._schedule(lambda: self._write_markers_and_complete(transactional_id))
+        else:
+            prepared = self._abort(transactional_id, meta, now, TV2)
+        return prepared.producer_id, prepared.producer_epoch
+
+    def _next_producer_id(self, meta: TxnMetadata) -> int:
+        """TV2: the producer id a transaction ending at an exhausted epoch continues with."""
+        return self._allocate() if meta.producer_epoch >= SHORT_MAX - 1 else NO_PRODUCER_ID
+
+    def _abort(self, transactional_id: str, meta: TxnMetadata, now: int,
+               client_transaction_version: int) -> TxnMetadata:
+        next_producer_id = self._next_producer_id(meta) if client_transaction_version >= TV2 else NO_PRODUCER_ID
+        prepared = meta.prepare_abort_or_commit(False, now, client_transaction_version, next_producer_id)
+        self._write(prepared, transactional_id)
         self.crash_point("after_prepare_abort")
         self._schedule(lambda: self._write_markers_and_complete(transactional_id))
+        return prepared
 
     def _write_markers_and_complete(self, transactional_id: str) -> None:
         """Write the markers still missing, then Complete*; on a retriable failure, try again later."""
@@ -322,16 +448,13 @@ class TransactionCoordinator:
                              lambda: self._write_markers_and_complete(transactional_id))
 
     def _write_marker(self, meta: TxnMetadata, topic: str, partition: int, commit: bool) -> None:
-        if topic == OFFSETS_TOPIC:
-            self._complete_group_transaction(partition, meta.producer_id, meta.producer_epoch, commit,
-                                             COORDINATOR_EPOCH)
-        else:
-            log = self._logs.partition(topic, partition)
-            if log is None:
-                return  # deleted since it joined the transaction
-            log.append_control(meta.producer_id, meta.producer_epoch, COORDINATOR_EPOCH, commit,
-                               self._clock.now_ms())
-        self._notify((topic, partition))
+        """The marker carries the Prepare* epoch: under TV2 the bumped one, which fences a late
+        produce of the transaction's own epoch at the partition."""
+        try:
+            self.markers.write(meta.producer_id, meta.producer_epoch, COORDINATOR_EPOCH, topic, partition, commit)
+        except UnknownTopicOrPartition:
+            _log.info("no marker for %s-%d of %s: deleted since it joined the transaction", topic, partition,
+                      meta.transactional_id)
 
     def verify_partition(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
                          topic: str, partition: int) -> None:
@@ -358,7 +481,8 @@ class TransactionCoordinator:
         aborted = []
         for transactional_id, meta in list(self.txns.items()):
             if meta.state == TxnState.ONGOING and now - meta.txn_start_timestamp > meta.txn_timeout_ms:
-                self._abort(transactional_id, meta.prepare_fence_producer_epoch(now), now)
+                self._abort(transactional_id, meta.prepare_fence_producer_epoch(now), now,
+                            meta.client_transaction_version)
                 aborted.append(transactional_id)
         return aborted
 

@@ -2,7 +2,12 @@
 
 The table of valid previous states is Kafka's for transaction.version 0/1 (the Oct-2024 trunk);
 Kafka 4.0 also lets Empty/CompleteCommit/CompleteAbort go to PrepareAbort, for transaction.version
-2 clients aborting without a partition (apache/kafka PR #17698), which this broker does not speak.
+2 clients aborting without a partition (apache/kafka PR #17698): that extra edge is allowed only by
+`prepare_abort_or_commit` with client_transaction_version 2 (Kafka's allowedEmptyAbort).
+
+Transaction version 2 (KIP-890): every EndTxn bumps the epoch in Prepare* (the markers carry the
+bumped epoch, so a late produce of the old epoch is refused at the partition); when the epoch is
+exhausted, Prepare* carries the next producer id, which Complete* switches to at epoch 0.
 
 Metadata changes follow Kafka's prepare/complete pattern: a `prepare_*` method returns the metadata
 to be written to `__transaction_state` without touching the current one; the caller installs it
@@ -20,6 +25,7 @@ from minikafka.protocol.errors import ErrorCode, KafkaError
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 SHORT_MAX = 32767
+TV2 = 2  # the first client transaction version whose EndTxn bumps the epoch (supportsEpochBump)
 
 TopicPartition = tuple[str, int]
 
@@ -124,12 +130,15 @@ class TxnMetadata:
 
     # --- prepare / complete ------------------------------------------------------------------
 
-    def _to(self, target: TxnState, **changes: object) -> TxnMetadata:
-        """Kafka's prepareTransitionTo: validate and build the successor; `self` is left as is."""
+    def _to(self, target: TxnState, *, empty_abort: bool = False, **changes: object) -> TxnMetadata:
+        """Kafka's prepareTransitionTo: validate and build the successor; `self` is left as is.
+
+        `empty_abort` admits the TV2 edge Empty/CompleteCommit/CompleteAbort -> PrepareAbort."""
         if self.pending_state is not None:
             raise InvalidTransition(f"transactional id {self.transactional_id}: preparing "
                                     f"{target.display_name} while {self.pending_state.display_name} is pending")
-        if not can_transition(self.state, target):
+        tv2_edge = empty_abort and target == TxnState.PREPARE_ABORT and self.state in _EXPIRABLE
+        if not (tv2_edge or can_transition(self.state, target)):
             raise InvalidTransition(f"transactional id {self.transactional_id}: {self.state.display_name} -> "
                                     f"{target.display_name} is not a valid transition")
         # Kafka's TxnTransitMetadata always records the producer id the transition starts from, and
@@ -188,21 +197,44 @@ class TxnMetadata:
                         txn_timeout_ms=timeout_ms, topic_partitions=frozenset(), txn_start_timestamp=-1,
                         txn_last_update_timestamp=now_ms)
 
-    def prepare_add_partitions(self, partitions: Iterable[TopicPartition], now_ms: int) -> TxnMetadata:
-        """AddPartitionsToTxn/AddOffsetsToTxn: Ongoing, starting the transaction's clock if it was idle."""
+    def prepare_add_partitions(self, partitions: Iterable[TopicPartition], now_ms: int,
+                               client_transaction_version: int | None = None) -> TxnMetadata:
+        """AddPartitionsToTxn/AddOffsetsToTxn (or a TV2 implicit add): Ongoing, starting the
+        transaction's clock if it was idle. The transaction takes the client's version when given."""
         starting = self.state in _EXPIRABLE
+        version = self.client_transaction_version if client_transaction_version is None else client_transaction_version
         return self._to(TxnState.ONGOING, topic_partitions=self.topic_partitions | frozenset(partitions),
                         txn_start_timestamp=now_ms if starting else self.txn_start_timestamp,
-                        txn_last_update_timestamp=now_ms)
+                        txn_last_update_timestamp=now_ms, client_transaction_version=version)
 
-    def prepare_abort_or_commit(self, commit: bool, now_ms: int) -> TxnMetadata:
-        """EndTxn (transaction.version < 2): same epoch and partitions, PrepareCommit/PrepareAbort."""
+    def prepare_abort_or_commit(self, commit: bool, now_ms: int, client_transaction_version: int | None = None,
+                                next_producer_id: int = NO_PRODUCER_ID) -> TxnMetadata:
+        """EndTxn: PrepareCommit/PrepareAbort with the same partitions.
+
+        Below transaction version 2 the epoch stays. From version 2 it bumps (the last epoch keeps
+        the old one, so a retried EndTxn is recognised), `next_producer_id` is the id Complete*
+        switches to when the epoch is exhausted, and an abort may start from Empty/Complete*
+        (no partition added): its start time is then now (Kafka's noPartitionAdded).
+        """
         target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-        return self._to(target, txn_last_update_timestamp=now_ms)
+        version = self.client_transaction_version if client_transaction_version is None else client_transaction_version
+        if version < TV2:
+            return self._to(target, txn_last_update_timestamp=now_ms, client_transaction_version=version)
+        no_partition_added = self.state in _EXPIRABLE
+        # Short.MaxValue is reached only by a fenced exhausted epoch; `next_producer_id` then
+        # takes over at completion, so the epoch stays instead of overflowing int16.
+        return self._to(target, empty_abort=True, producer_epoch=min(self.producer_epoch + 1, SHORT_MAX),
+                        last_producer_epoch=self.producer_epoch, next_producer_id=next_producer_id,
+                        txn_start_timestamp=now_ms if no_partition_added else self.txn_start_timestamp,
+                        txn_last_update_timestamp=now_ms, client_transaction_version=version)
 
     def prepare_complete(self, now_ms: int) -> TxnMetadata:
-        """After every marker is written: CompleteCommit/CompleteAbort, partitions cleared."""
+        """After every marker is written: CompleteCommit/CompleteAbort, partitions cleared. A TV2
+        transaction whose epoch ran out continues as its next producer id at epoch 0."""
         target = TxnState.COMPLETE_COMMIT if self.state == TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
+        if self.client_transaction_version >= TV2 and self.next_producer_id != NO_PRODUCER_ID:
+            return self._to(target, producer_id=self.next_producer_id, producer_epoch=0, topic_partitions=frozenset(),
+                            txn_last_update_timestamp=now_ms)
         return self._to(target, topic_partitions=frozenset(), txn_last_update_timestamp=now_ms)
 
     def prepare_fence_producer_epoch(self, now_ms: int | None = None) -> TxnMetadata:

@@ -68,9 +68,10 @@ def test_listener_parsing() -> None:
     assert Listener.parse("PLAINTEXT://:9092").host == "0.0.0.0"
 
 
-def test_transaction_version_is_0_or_1() -> None:
+def test_transaction_version_is_0_1_or_2() -> None:
     assert build_config(environ={}, overrides=[]).transaction_version == 0
     assert build_config(environ={}, overrides=["transaction.version=1"]).transaction_version == 1
-    for bad in ("2", "-1", "x"):
+    assert build_config(environ={}, overrides=["transaction.version=2"]).transaction_version == 2
+    for bad in ("3", "-1", "x"):
         with pytest.raises(ConfigError, match=r"transaction\.version"):
             build_config(environ={}, overrides=[f"transaction.version={bad}"])
