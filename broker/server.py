@@ -22,6 +22,7 @@ from .cluster import ClusterView, Node
 from .config import BrokerConfig
 from .connection import Connection
 from .debugging import install_debugging
+from .dynamic_config import DynamicConfigStore
 from .groups import make_group_coordinator
 from .handlers import all_handler_modules
 from .registry import Registry
@@ -94,7 +95,9 @@ class BrokerServer:
 
     async def start(self) -> None:
         config = self.config
-        logs = LogManager(config.data_dir, config.log_defaults, self.clock, node_id=config.node_id,
+        # Dynamic broker configs set through the admin APIs sit over the static topic defaults.
+        dynamic_configs = DynamicConfigStore.load(config)
+        logs = LogManager(config.data_dir, dynamic_configs.log_defaults(), self.clock, node_id=config.node_id,
                           cluster_id=config.cluster_id)
         logs.load()
         self._listener = socket.create_server((config.host, config.port), family=_family_of(config.host),
@@ -110,7 +113,7 @@ class BrokerServer:
         self.services = BrokerServices(
             config=config, clock=self.clock, cluster=cluster, logs=logs,
             registry=Registry(all_handler_modules(), config.kafka_version), waiters=waiters, groups=groups,
-            producer_ids=producer_ids,
+            producer_ids=producer_ids, dynamic_configs=dynamic_configs,
             transactions=make_transaction_coordinator(config, logs, producer_ids.allocate, self.clock, groups,
                                                       waiters),
         )

@@ -14,6 +14,7 @@ from minikafka.storage.manager import LogManager, TopicMeta
 from .cluster import ClusterView
 from .config import BrokerConfig
 from .crash_points import CrashPoints
+from .dynamic_config import DynamicConfigStore
 from .faults import FaultTable
 from .metrics import BrokerMetrics
 from .observe import Observers
@@ -35,6 +36,8 @@ class BrokerServices:
     groups: GroupCoordinator
     producer_ids: ProducerIdManager
     transactions: TransactionCoordinator
+    # Dynamic broker and group configs (IncrementalAlterConfigs/AlterConfigs), kept in the data dir.
+    dynamic_configs: DynamicConfigStore
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
     faults: FaultTable = field(default_factory=FaultTable)
     crash_points: CrashPoints = field(default_factory=CrashPoints)

@@ -8,9 +8,13 @@ Behavior:
 - As Kafka's ConfigAdminManager.preprocess: a resource named twice fails both with INVALID_REQUEST
   ("Each resource must appear at most once."), a key named twice fails its resource ("Error due to
   duplicate config keys"), and any null value too ("Null value not supported for : a, b").
-Simplifications: BROKER and GROUP resources (dynamic broker and group configs) are refused with
-INVALID_REQUEST, as IncrementalAlterConfigs refuses them; other resource types are INVALID_REQUEST
-("Unknown resource type N"), as in Kafka.
+- BROKER resources (this node's id, or "" for the cluster default): the given configs become the
+  resource's whole set of dynamic broker configs (a key left out goes back to the level below), with
+  the validation of IncrementalAlterConfigs (INVALID_REQUEST "Cannot update these configs dynamically:
+  Set(...)" for a key that cannot change at runtime); persisted and applied at once
+  (broker/dynamic_config.py).
+- Other resource types, GROUP included (Kafka's legacy API never took group configs): INVALID_REQUEST
+  ("Unknown resource type N"), as in Kafka.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from .common import response_of
 API_KEY = ApiKey.ALTER_CONFIGS
 VERSIONS = VersionRange(0, 2)
 
-TOPIC, BROKER, GROUP = 2, 4, 32
+TOPIC, BROKER = 2, 4
 
 
 def _invalid_request(message: str) -> KafkaError:
@@ -44,9 +48,7 @@ def _preprocess(resource: Any) -> None:
     null_updates = [config.name for config in resource.configs if config.value is None]
     if null_updates:
         raise _invalid_request(f"Null value not supported for : {', '.join(null_updates)}")
-    if resource.resource_type in (BROKER, GROUP):
-        raise _invalid_request("only topic configs can be altered")
-    if resource.resource_type != TOPIC:
+    if resource.resource_type not in (TOPIC, BROKER):
         raise _invalid_request(f"Unknown resource type {resource.resource_type}")
 
 
@@ -72,7 +74,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if named[(resource.resource_type, resource.resource_name)] > 1:
                 raise _invalid_request("Each resource must appear at most once.")
             _preprocess(resource)
-            _replace_topic_configs(ctx, resource, request.validate_only)
+            if resource.resource_type == BROKER:
+                ctx.services.dynamic_configs.alter_broker(
+                    ctx.services.logs, resource.resource_name,
+                    {config.name: config.value for config in resource.configs}, validate_only=request.validate_only)
+            else:
+                _replace_topic_configs(ctx, resource, request.validate_only)
         except Exception as exc:
             entry.update(error_fields(ctx, exc))
         results.append(entry)

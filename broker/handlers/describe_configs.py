@@ -1,11 +1,17 @@
 """DescribeConfigs: v1-4.
 
 Behavior:
-- TOPIC (2): every topic config with its effective value and source (topic override, broker
-  property, or Kafka's default), optionally only the named keys, with synonyms and documentation
-  when asked. Unknown topic: UNKNOWN_TOPIC_OR_PARTITION.
-- BROKER (4): the broker's configs; the resource name must be this node's id (or empty for the
-  cluster default). BROKER_LOGGER (8) and others: INVALID_REQUEST.
+- TOPIC (2): every topic config with its effective value and source (topic override, dynamic
+  per-broker or cluster-default broker config, static broker property, or Kafka's default),
+  optionally only the named keys, with synonyms (most specific first) and documentation when asked.
+  Unknown topic: UNKNOWN_TOPIC_OR_PARTITION.
+- BROKER (4), this node's id: every broker config with its effective value and source
+  (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG);
+  read_only is false for the keys that can be changed at runtime (broker/dynamic_config.py). An empty
+  name (the cluster default): only the keys set dynamically there, as Kafka's ConfigHelper. Another
+  node's id: INVALID_REQUEST.
+- GROUP (32): Kafka's group configs (GroupConfig), set (GROUP_CONFIG) or the broker's default.
+- BROKER_LOGGER (8) and others: INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -17,7 +23,6 @@ from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.errors import UnknownTopicOrPartition
 
-from ..config_view import broker_config_entries, topic_config_entries
 from ..context import RequestContext
 from ..errors import error_fields
 from .common import response_of
@@ -25,7 +30,7 @@ from .common import response_of
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = VersionRange(1, 4)
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, 32
 
 
 def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> list[dict[str, Any]]:
@@ -35,11 +40,13 @@ def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> list[dict[s
         meta = services.logs.topic(resource.resource_name)
         if meta is None:
             raise UnknownTopicOrPartition(f"topic {resource.resource_name} does not exist")
-        return topic_config_entries(services.config, dict(meta.configs), keys, synonyms)
+        return services.dynamic_configs.topic_entries(dict(meta.configs), keys, synonyms)
     if resource.resource_type == BROKER:
         if resource.resource_name not in ("", str(ctx.node.node_id)):
             raise KafkaError(f"broker {resource.resource_name} is not this node", code=ErrorCode.invalid_request)
-        return broker_config_entries(services.config, keys, synonyms)
+        return services.dynamic_configs.broker_entries(resource.resource_name, keys, synonyms)
+    if resource.resource_type == GROUP:
+        return services.dynamic_configs.group_entries(resource.resource_name, keys, synonyms)
     raise KafkaError(f"resource type {resource.resource_type} is not supported", code=ErrorCode.invalid_request)
 
 

@@ -8,7 +8,18 @@ Behavior:
   INVALID_REQUEST ("Null value not supported for : a, b"), as in Kafka's ConfigAdminManager; so do a
   key named twice ("Error due to duplicate config keys") and, for every copy, a resource named twice
   ("Each resource must appear at most once.").
-Simplifications: BROKER resources (dynamic broker configs) are refused with INVALID_REQUEST.
+- BROKER (4) resources, this node's id or "" (the cluster default): SET and DELETE of dynamic broker
+  configs, APPEND/SUBTRACT for list ones (log.cleanup.policy), applied to the stored set of that
+  resource and validated as a whole as Kafka's ConfigAdminManager/DynamicBrokerConfig: a key that
+  cannot change at runtime fails the resource with INVALID_REQUEST ("Cannot update these configs
+  dynamically: Set(a, b)"), a bad value with INVALID_REQUEST too (Kafka, KAFKA-13609), another
+  node's id with INVALID_REQUEST ("Unexpected broker id, expected 1, but received 2"). Persisted and
+  applied at once to the topic defaults (broker/dynamic_config.py).
+- GROUP (32) resources: Kafka's group configs (GroupConfig); an unknown key or a value outside the
+  broker's group.consumer.*/group.share.* bounds is INVALID_CONFIG. Stored and described only: they
+  govern KIP-848 groups, which minikafka does not have yet.
+- BROKER_LOGGER (8): INVALID_REQUEST (no log4j loggers here); other types: INVALID_REQUEST ("Unknown
+  resource type N").
 """
 
 from __future__ import annotations
@@ -22,13 +33,14 @@ from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.errors import InvalidConfig, UnknownTopicOrPartition
 
 from ..context import RequestContext
+from ..dynamic_config import BROKER_KEYS, GROUP_CONFIGS, invalid_request
 from ..errors import error_fields
 from .common import response_of
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 VERSIONS = VersionRange(0, 1)
 
-TOPIC = 2
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -78,6 +90,51 @@ def _alter_topic(ctx: RequestContext, resource: Any, validate_only: bool) -> Non
         ctx.log.info("altered topic configs", topic=meta.name, set=to_set, deleted=to_delete)
 
 
+def _incremental_result(current: dict[str, str], resource: Any, types: dict[str, str],
+                        defaults: dict[str, str | None]) -> dict[str, str]:
+    """`current` with the resource's operations applied, as Kafka's prepareIncrementalConfigs: APPEND
+    and SUBTRACT only for list configs, starting from the default when the key is not set."""
+    result = dict(current)
+    for change in resource.configs:
+        if change.config_operation == SET:
+            result[change.name] = change.value
+        elif change.config_operation == DELETE:
+            result.pop(change.name, None)
+        elif change.config_operation in (APPEND, SUBTRACT):
+            verb = "append" if change.config_operation == APPEND else "subtract"
+            if change.name not in types:
+                raise InvalidConfig(f"Unknown config name: {change.name}")
+            if types[change.name] != "list":
+                raise invalid_request(f"Config value {verb} is not allowed for config key: {change.name}")
+            items = _list_value(result.get(change.name, defaults.get(change.name)))
+            for item in _list_value(change.value):
+                if change.config_operation == APPEND and item not in items:
+                    items.append(item)
+                elif change.config_operation == SUBTRACT and item in items:
+                    items.remove(item)
+            result[change.name] = ",".join(items)
+        else:
+            raise invalid_request(f"Unknown operations type {change.config_operation}")
+    return result
+
+
+def _alter_broker(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+    store = ctx.services.dynamic_configs
+    store.check_broker_resource(resource.resource_name)
+    wanted = _incremental_result(store.broker_layer(resource.resource_name), resource,
+                                 {name: key.type for name, key in BROKER_KEYS.items()},
+                                 {name: key.default for name, key in BROKER_KEYS.items()})
+    store.alter_broker(ctx.services.logs, resource.resource_name, wanted, validate_only=validate_only)
+
+
+def _alter_group(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+    store = ctx.services.dynamic_configs
+    wanted = _incremental_result(store.group_layer(resource.resource_name), resource,
+                                 {name: spec.type for name, spec in GROUP_CONFIGS.items()},
+                                 {name: spec.default for name, spec in GROUP_CONFIGS.items()})
+    store.alter_group(resource.resource_name, wanted, validate_only=validate_only)
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     named = Counter((resource.resource_type, resource.resource_name) for resource in request.resources)
     results = []
@@ -89,9 +146,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 raise KafkaError("Each resource must appear at most once.", code=ErrorCode.invalid_request)
             _refuse_duplicate_keys(resource)
             _refuse_null_values(resource)
-            if resource.resource_type != TOPIC:
-                raise KafkaError("only topic configs can be altered", code=ErrorCode.invalid_request)
-            _alter_topic(ctx, resource, request.validate_only)
+            if resource.resource_type == TOPIC:
+                _alter_topic(ctx, resource, request.validate_only)
+            elif resource.resource_type == BROKER:
+                _alter_broker(ctx, resource, request.validate_only)
+            elif resource.resource_type == GROUP:
+                _alter_group(ctx, resource, request.validate_only)
+            elif resource.resource_type == BROKER_LOGGER:
+                raise invalid_request("broker loggers cannot be altered: minikafka has no log4j loggers")
+            else:
+                raise invalid_request(f"Unknown resource type {resource.resource_type}")
         except Exception as exc:
             entry.update(error_fields(ctx, exc))
         results.append(entry)
