@@ -21,7 +21,6 @@ from minikafka.protocol.build import ZERO_UUID, build
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.errors import InvalidConfig, InvalidReplicationFactor
 
-from ..config_view import topic_config_entries
 from ..context import RequestContext
 from ..errors import error_fields
 from .common import response_of
@@ -60,7 +59,8 @@ async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[
         "topic_id": meta.topic_id if not validate_only else ZERO_UUID,
         "num_partitions": partitions,
         "replication_factor": replication,
-        "configs": topic_config_entries(services.config, dict(meta.configs)),
+        # As DescribeConfigs reports them: the dynamic broker defaults count (broker/dynamic_config.py).
+        "configs": services.dynamic_configs.topic_entries(dict(meta.configs), None, include_synonyms=False),
     }
 
 
