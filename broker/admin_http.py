@@ -6,7 +6,8 @@
     DELETE /faults          {"removed": N}
     GET    /faults/{id}     {"fault": rule}, or 404
     DELETE /faults/{id}     {"removed": 1}, or 404
-    GET    /state           topics, partitions, producers, transactions and groups (state_snapshot below)
+    GET    /state           topics, partitions, producers, transactions and groups, classic and KIP-848
+                            consumer groups (state_snapshot below)
     GET    /state/wait?topic=T&partition=P&lso=N&timeout_ms=MS
                             200 {"partition": ...} once P's last stable offset is >= N; 408 with the
                             partition as it was when timeout_ms (default 10000, at most 60000) passed
@@ -211,7 +212,43 @@ def state_snapshot(services: BrokerServices) -> dict[str, Any]:
             "committed": committed,
             "lag": _lag(logs, committed),
         }
+    for group_id, consumer_group in sorted(coordinator.consumer_groups.items()):
+        groups.setdefault(group_id, {"committed": {}, "lag": {}}).update(
+            _consumer_group_state(coordinator, consumer_group))
     return {"topics": topics, "transactions": _transactions_state(services), "groups": groups}
+
+
+def _consumer_group_state(coordinator: Any, group: Any) -> dict[str, Any]:
+    """A KIP-848 consumer group: epochs, and each member's epoch, partitions and session deadline (on
+    the broker's clock, so tests under the manual clock know how far to move it)."""
+    def partitions(assignment: dict[str, frozenset[int]]) -> dict[str, list[int]]:
+        return {topic: sorted(parts) for topic, parts in sorted(assignment.items())}
+
+    return {
+        "type": "consumer",
+        "state": group.state().value,
+        "protocol_type": "consumer",
+        "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "instance_id": m.instance_id,
+                "client_id": m.client_id,
+                "member_epoch": m.member_epoch,
+                "state": m.state.value,
+                "left_static": m.left_static,
+                "subscribed_topics": list(m.subscribed_topic_names),
+                "subscribed_topic_regex": m.subscribed_topic_regex,
+                "assigned": partitions(m.assigned),
+                "pending_revocation": partitions(m.pending_revocation),
+                "target": partitions(group.target.get(m.member_id, {})),
+                "session_deadline_ms": coordinator.timers.deadline(("consumer-session", group.group_id,
+                                                                    m.member_id)),
+            }
+            for m in group.members.values()
+        ],
+    }
 
 
 def clock_snapshot(services: BrokerServices) -> dict[str, Any]:

@@ -48,6 +48,9 @@ MAX_RULES = 10_000
 _PARTITION_KEYS = ("partition_index", "partition", "index")
 # A topic id (Fetch v13+) counts as the topic it names now: resolved through FaultTable.resolve_topic.
 _TOPIC_KEYS = ("name", "topic", "topic_id")
+# APIs whose topic lists are not what the request acts on (a consumer group member's owned or
+# assigned partitions): a topic rule never splits them.
+_NOT_TOPIC_ADDRESSED = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})
 _SPEC_KEYS = frozenset({"api", "error", "count", "delay_ms", "drop", "throttle_ms", "topic", "partition",
                         "group_id", "transactional_id", "client_id"})
 
@@ -250,6 +253,8 @@ def _class_of(value: Any) -> type:
 
 @cache
 def topic_shape(cls: type) -> _TopicShape | None:
+    if getattr(cls, "__api_key__", None) in _NOT_TOPIC_ADDRESSED:
+        return None
     for name, hint in _field_types(cls):
         element = _array_element(hint)
         if not (isinstance(element, type) and dataclasses.is_dataclass(element)):

@@ -26,6 +26,13 @@ def group_config(config: BrokerConfig) -> GroupConfig:
         offsets_retention_ms=_int(config, "offsets.retention.ms"),
         offsets_retention_check_interval_ms=_int(config, "offsets.retention.check.interval.ms"),
         offset_metadata_max_bytes=_int(config, "offset.metadata.max.bytes"),
+        consumer_session_timeout_ms=_int(config, "group.consumer.session.timeout.ms"),
+        consumer_heartbeat_interval_ms=_int(config, "group.consumer.heartbeat.interval.ms"),
+        consumer_assignors=tuple(
+            name.strip() for name in str(config.properties.get(
+                "group.consumer.assignors", BROKER_CONFIGS["group.consumer.assignors"].default)).split(",")
+            if name.strip()
+        ),
     )
 
 

@@ -8,7 +8,9 @@ The ranges are the ApiVersions answers of real Apache Kafka brokers (ZooKeeper o
 client-facing keys only), as recorded by kafka-python in `kafka/protocol/broker_version_data.py`
 (BROKER_API_VERSIONS, "copied from brokers via api_versions_response"). Kafka 4.x advertises Produce
 from v0 although it refuses v0-2 (KIP-896; kept for old librdkafka, KAFKA-18659): our Produce handler
-accepts v3 and up in every profile, so only what is advertised differs, as in Kafka.
+accepts v3 and up in every profile, so only what is advertised differs, as in Kafka. The KIP-848 APIs
+(ConsumerGroupHeartbeat 68, ConsumerGroupDescribe 69) are listed from 4.0 only: 3.7-3.9 brokers
+advertised v0 of both while the protocol was an opt-in preview, which the 3.x profiles do not offer.
 """
 
 from __future__ import annotations
@@ -92,14 +94,14 @@ KAFKA_API_VERSIONS: Mapping[str, KafkaRanges] = {
         13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1), 18: (0, 4), 19: (2, 7), 20: (1, 6), 21: (0, 2),
         22: (0, 5), 23: (2, 4), 24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (1, 1), 28: (0, 5), 32: (1, 4), 33: (0, 2),
         37: (0, 3), 42: (0, 2), 44: (0, 1), 47: (0, 0), 60: (0, 2), 61: (0, 0), 65: (0, 0), 66: (0, 1),
-        75: (0, 0),
+        68: (0, 1), 69: (0, 1), 75: (0, 0),
     },
     "4.1": {
         0: (0, 13), 1: (4, 18), 2: (1, 10), 3: (0, 13), 8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (0, 9), 12: (0, 4),
         13: (0, 5), 14: (0, 5), 15: (0, 6), 16: (0, 5), 17: (0, 1), 18: (0, 4), 19: (2, 7), 20: (1, 6), 21: (0, 2),
         22: (0, 5), 23: (2, 4), 24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (1, 1), 28: (0, 5), 32: (1, 4), 33: (0, 2),
         37: (0, 3), 42: (0, 2), 44: (0, 1), 47: (0, 0), 60: (0, 2), 61: (0, 0), 65: (0, 0), 66: (0, 2),
-        75: (0, 0),
+        68: (0, 1), 69: (0, 1), 75: (0, 0),
     },
 }
 

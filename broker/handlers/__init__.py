@@ -41,6 +41,8 @@ HANDLER_MODULES = (
     "list_groups",
     "delete_groups",
     "offset_delete",
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
 )
 
 

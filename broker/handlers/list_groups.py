@@ -3,7 +3,8 @@
 Behavior: every live group (not Dead) with its protocol type; v4's states_filter keeps the groups
 in the given states (case-insensitive, trimmed; empty = all). v5's types_filter keeps the groups of
 the given types, matched case-insensitively as Kafka 4's GroupType.parse does (an unknown name
-matches nothing); every group here is a classic group.
+matches nothing). KIP-848 consumer groups are listed with type "consumer", protocol type "consumer"
+and their consumer-group state (Empty, Assigning, Reconciling, Stable).
 Version notes: v4 adds group_state to the answer; v5 adds types_filter and group_type (KIP-848).
 """
 
@@ -23,6 +24,7 @@ API_KEY = ApiKey.LIST_GROUPS
 VERSIONS = VersionRange(0, 5)
 
 CLASSIC_GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -34,4 +36,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
          "group_type": CLASSIC_GROUP_TYPE}
         for g in listed
     ]
+    if not types or CONSUMER_GROUP_TYPE in types:
+        wanted = {s.lower().strip() for s in states}
+        for group in coordinator(ctx).consumer_groups.values():
+            state = group.state().value
+            if not wanted or state.lower() in wanted:
+                groups.append({"group_id": group.group_id, "protocol_type": CONSUMER_GROUP_TYPE,
+                               "group_state": state, "group_type": CONSUMER_GROUP_TYPE})
     return build(response_of(request), throttle_time=0, error_code=ErrorCode.none, groups=groups)

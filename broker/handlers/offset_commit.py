@@ -9,6 +9,10 @@ Behavior:
   during CompletingRebalance is ILLEGAL_GENERATION. Commits during PreparingRebalance with the
   current generation are accepted, as in Kafka. A generation for a group that does not exist is
   ILLEGAL_GENERATION, GROUP_ID_NOT_FOUND from v9 (as Kafka 4).
+- A KIP-848 consumer group checks the member id and member epoch (Kafka's
+  ConsumerGroup.validateOffsetCommit): -1 with no members is a simple commit; an unknown member is
+  UNKNOWN_MEMBER_ID, another epoch STALE_MEMBER_EPOCH, and a consumer member committing below v9
+  UNSUPPORTED_VERSION.
 - A partition of an unknown topic is UNKNOWN_TOPIC_OR_PARTITION; metadata over 4096 bytes is
   OFFSET_METADATA_TOO_LARGE. The rest are written as one batch of OffsetCommitKey v1 / Value v3
   records to the group's `__consumer_offsets` partition.
@@ -83,6 +87,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 unknown_group_error=(
                     ErrorCode.group_id_not_found if request.__version__ >= 9 else ErrorCode.illegal_generation
                 ),
+                api_version=request.__version__,
             )
         )
     return _response(request, errors)

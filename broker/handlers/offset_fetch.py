@@ -6,9 +6,9 @@ Behavior:
 - require_stable (v7+, KIP-447): a partition with a pending transactional commit is
   UNSTABLE_OFFSET_COMMIT.
 - v9 (KIP-848) adds each group's member_id and member_epoch. Only a consumer-protocol group checks
-  them (Kafka's ConsumerGroup.validateOffsetFetch); a classic group ignores them
-  (ClassicGroup.validateOffsetFetch only refuses a Dead group), and every group here is classic, so
-  v9 answers as v8.
+  them (Kafka's ConsumerGroup.validateOffsetFetch: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH as the
+  group's error); a classic group ignores them (ClassicGroup.validateOffsetFetch only refuses a Dead
+  group).
 Version notes: v2+ has a top-level error code; v5 adds committed_leader_epoch; v8 batches groups.
 v10 (topics by id) is not served: Kafka 4.1 advertises up to v9.
 """
@@ -30,10 +30,16 @@ VERSIONS = VersionRange(1, 9)
 
 
 def _group(
-    ctx: RequestContext, group_id: str, topics: Any, require_stable: bool, names: str
+    ctx: RequestContext, group_id: str, topics: Any, require_stable: bool, names: str,
+    member: tuple[str | None, int] = (None, -1),
 ) -> dict[str, Any]:
-    """One group's answer; `names` is the partition-list field of the request's topics."""
+    """One group's answer; `names` is the partition-list field of the request's topics, `member` the
+    (member id, member epoch) of v9."""
     error = ownership_error(ctx, group_id)
+    if error is None:
+        error = coordinator(ctx).validate_offset_fetch(group_id, *member)
+        if error is ErrorCode.none:
+            error = None
     wanted = None if topics is None else [(t.name, p) for t in topics for p in getattr(t, names)]
     fetched = {} if error is not None else coordinator(ctx).fetch_offsets(group_id, wanted, require_stable)
     order: dict[str, list[dict[str, Any]]] = {}
@@ -59,7 +65,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     require_stable = getattr(request, "require_stable", False)
     if request.__version__ >= 8:
         groups = [
-            _group(ctx, g.group_id, g.topics, require_stable, "partition_indexes") for g in request.groups
+            _group(ctx, g.group_id, g.topics, require_stable, "partition_indexes",
+                   (getattr(g, "member_id", None), getattr(g, "member_epoch", -1)))
+            for g in request.groups
         ]
         return build(response_of(request), throttle_time=0, groups=groups)
     answer = _group(ctx, request.group_id, request.topics, require_stable, "partition_indexes")

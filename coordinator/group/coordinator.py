@@ -8,11 +8,11 @@ part that owns it:
   and session timers;
 - `offset_manager.OffsetMetadataManager`: OffsetCommit, TxnOffsetCommit, OffsetFetch;
 - `admin.GroupAdmin`: DescribeGroups, ListGroups, DeleteGroups, OffsetDelete.
-The KIP-848 consumer protocol (ConsumerGroupHeartbeat, ConsumerGroupDescribe, server-side
-assignors) is not implemented yet. It belongs in its own engine next to the classic one
-(`consumer.py`, Kafka's `modern/consumer/`), sharing the `GroupMetadataManager`: its records are
-replayed where `metadata.py` marks their place, its groups live in the same `groups` map under
-their own group type, and the admin answers and offset commit checks then dispatch on that type.
+- `consumer.ConsumerGroupEngine`: the KIP-848 consumer protocol (ConsumerGroupHeartbeat, the
+  server-side assignors, ConsumerGroupDescribe's data). Its groups live in the engine's own map (in
+  memory only: nothing is persisted to `__consumer_offsets` yet, so members rejoin after a restart);
+  a group id is either a classic group or a consumer group, and offset commits/fetches, ListGroups
+  and DeleteGroups dispatch on which one it is.
 
 Simplification: single node (every group is ours).
 """
@@ -28,6 +28,14 @@ from minikafka.protocol.errors import ErrorCode
 from ..timers import Timers
 from .admin import GroupAdmin, GroupDescription, GroupListing
 from .classic import ClassicGroupEngine, JoinGroupRequest, SyncGroupRequest
+from .consumer import (
+    ASSIGNORS,
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    ConsumerGroupEngine,
+    HeartbeatRequest,
+    HeartbeatResult,
+)
 from .log import OffsetsTopic
 from .metadata import GroupConfig, GroupMetadataManager, OffsetCommit
 from .offset_manager import FetchedOffset, OffsetMetadataManager
@@ -53,6 +61,11 @@ class GroupCoordinator:
         self._classic = ClassicGroupEngine(self._metadata)
         self._offsets = OffsetMetadataManager(self._metadata, self._classic)
         self._admin = GroupAdmin(self._metadata)
+        self._consumer = ConsumerGroupEngine(self._metadata, logs, ConsumerGroupConfig(
+            session_timeout_ms=self.config.consumer_session_timeout_ms,
+            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            assignors=tuple(name for name in self.config.consumer_assignors if name in ASSIGNORS) or ("uniform",),
+        ))
         # False until `__consumer_offsets` is replayed: requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS.
         self.loaded = False
 
@@ -103,6 +116,10 @@ class GroupCoordinator:
     # -- classic membership --------------------------------------------------------------------
 
     async def join_group(self, request: JoinGroupRequest) -> JoinResult:
+        if self._consumer.is_consumer_group(request.group_id):
+            # Kafka 4 would let a classic member join a consumer group (the migration path); that is
+            # not implemented, so the group's protocol is inconsistent with the request's.
+            return JoinResult(ErrorCode.inconsistent_group_protocol, request.member_id)
         return await self._classic.join_group(request)
 
     async def sync_group(self, request: SyncGroupRequest) -> SyncResult:
@@ -120,6 +137,27 @@ class GroupCoordinator:
         """(top-level error, per-member errors) for members given as (member id, group.instance.id)."""
         return self._classic.leave_group(group_id, members)
 
+    # -- KIP-848 consumer groups ---------------------------------------------------------------
+
+    def consumer_group_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+        return self._consumer.heartbeat(request)
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        return self._consumer.groups.get(group_id)
+
+    @property
+    def consumer_groups(self) -> dict[str, ConsumerGroup]:
+        return self._consumer.groups
+
+    def consumer_assignor_name(self, group: ConsumerGroup) -> str:
+        return self._consumer.assignor_name(group)
+
+    def topic_id(self, name: str) -> Any:
+        return self._consumer.topic_id(name)
+
+    def topic_name(self, topic_id: Any) -> str | None:
+        return self._consumer.topic_name(topic_id)
+
     # -- offsets -------------------------------------------------------------------------------
 
     def commit_offsets(
@@ -131,7 +169,14 @@ class GroupCoordinator:
         group_instance_id: str | None,
         commits: list[OffsetCommit],
         unknown_group_error: ErrorCode = ErrorCode.illegal_generation,
+        api_version: int = 9,
     ) -> dict[TopicPartition, ErrorCode]:
+        """For a consumer group, `generation_id` is the member epoch (OffsetCommit v9's field)."""
+        consumer_group = self._consumer.groups.get(group_id)
+        if consumer_group is not None:
+            error = consumer_group.validate_offset_commit(member_id, generation_id, transactional=False,
+                                                          api_version=api_version)
+            return self._offsets.write_checked(group_id, commits, error)
         return self._offsets.commit_offsets(group_id=group_id, generation_id=generation_id, member_id=member_id,
                                             group_instance_id=group_instance_id, commits=commits,
                                             unknown_group_error=unknown_group_error)
@@ -147,6 +192,12 @@ class GroupCoordinator:
         member_id: str = "",
         group_instance_id: str | None = None,
     ) -> dict[TopicPartition, ErrorCode]:
+        consumer_group = self._consumer.groups.get(group_id)
+        if consumer_group is not None:
+            error = consumer_group.validate_offset_commit(member_id, generation_id, transactional=True,
+                                                          api_version=9)
+            return self._offsets.write_checked(group_id, commits, error, producer_id=producer_id,
+                                               producer_epoch=producer_epoch)
         return self._offsets.commit_transactional_offsets(group_id, producer_id, producer_epoch, commits,
                                                           generation_id=generation_id, member_id=member_id,
                                                           group_instance_id=group_instance_id)
@@ -162,6 +213,13 @@ class GroupCoordinator:
     ) -> dict[TopicPartition, FetchedOffset]:
         return self._offsets.fetch_offsets(group_id, partitions, require_stable)
 
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """OffsetFetch v9's member check; only consumer groups check it (classic groups ignore it)."""
+        consumer_group = self._consumer.groups.get(group_id)
+        if consumer_group is None:
+            return ErrorCode.none
+        return consumer_group.validate_offset_fetch(member_id, member_epoch)
+
     def expire_offsets(self, now_ms: int) -> int:
         return self._metadata.expire_offsets(now_ms)
 
@@ -174,9 +232,27 @@ class GroupCoordinator:
         return self._admin.list_groups(states)
 
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
-        return self._admin.delete_groups(group_ids)
+        group_ids = list(group_ids)
+        consumer = self._consumer.delete(group_ids)
+        for group_id, error in consumer.items():
+            if error is ErrorCode.none:
+                # Tombstones for its offsets (and a group key, harmless for a group never written).
+                self._metadata.delete_group(Group(group_id))
+        classic = self._admin.delete_groups([g for g in group_ids if g not in consumer])
+        return {g: consumer[g] if g in consumer else classic[g] for g in group_ids}
 
     def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        return self._admin.delete_offsets(group_id, partitions)
+        consumer_group = self._consumer.groups.get(group_id)
+        if consumer_group is None:
+            return self._admin.delete_offsets(group_id, partitions)
+        # Kafka's OffsetMetadataManager.deleteOffsets for a consumer group: any state; the partitions
+        # of topics a member subscribes to (by name or regex) are GROUP_SUBSCRIBED_TO_TOPIC.
+        results = {
+            tp: ErrorCode.group_subscribed_to_topic
+            if any(m.subscribes_to(tp[0]) for m in consumer_group.members.values()) else ErrorCode.none
+            for tp in partitions
+        }
+        self._metadata.delete_offsets(group_id, [tp for tp, error in results.items() if error is ErrorCode.none])
+        return ErrorCode.none, results

@@ -54,6 +54,9 @@ class GroupConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offsets_retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
+    consumer_session_timeout_ms: int = 45000
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +132,9 @@ class GroupMetadataManager:
         for record in batch.records:
             if record.key is None:
                 continue
-            # KIP-848's ConsumerGroup* records (key versions 3+) decode to None until the consumer
-            # protocol engine exists; their replay belongs next to the classic records' here.
+            # KIP-848's ConsumerGroup* records (key versions 3+) decode to None: the consumer protocol
+            # engine (consumer.py) keeps its groups in memory only, so there is nothing of ours to
+            # replay; their replay belongs next to the classic records' here once they are written.
             key = decode_key(record.key)
             if isinstance(key, OffsetKey):
                 self._replay_offset(key, record.value, record.offset, header)

@@ -73,7 +73,7 @@ class OffsetMetadataManager:
                 GroupState.STABLE, GroupState.PREPARING_REBALANCE
             ):
                 self._classic.reschedule_heartbeat(group, member)
-        return self._write_checked(group_id, commits, error)
+        return self.write_checked(group_id, commits, error)
 
     def commit_transactional_offsets(
         self,
@@ -95,10 +95,10 @@ class OffsetMetadataManager:
         group, error = self._group_for_commit(group_id, generation_id)
         if group is not None and error is ErrorCode.none:
             error = group.validate_offset_commit(generation_id, member_id, group_instance_id, transactional=True)
-        return self._write_checked(group_id, commits, error, producer_id=producer_id, producer_epoch=producer_epoch)
+        return self.write_checked(group_id, commits, error, producer_id=producer_id, producer_epoch=producer_epoch)
 
-    def _write_checked(self, group_id: str, commits: list[OffsetCommit], group_error: ErrorCode, *,
-                       producer_id: int = -1, producer_epoch: int = -1) -> dict[TopicPartition, ErrorCode]:
+    def write_checked(self, group_id: str, commits: list[OffsetCommit], group_error: ErrorCode, *,
+                      producer_id: int = -1, producer_epoch: int = -1) -> dict[TopicPartition, ErrorCode]:
         """Per-partition results: the group's error for all, or each commit's own metadata check."""
         if group_error is not ErrorCode.none:
             return {(c.topic, c.partition): group_error for c in commits}

@@ -96,9 +96,11 @@ def test_api_versions_v4_reports_supported_and_finalized_features(broker: Broker
     supported = {f.name: (f.min_version, f.max_version) for f in v4.supported_features}
     finalized = {f.name: (f.min_version_level, f.max_version_level) for f in v4.finalized_features}
     # Kafka 4.1: metadata.version 3.3-IV3 (7) to 4.1-IV1 (27); transaction.version as built (to 2, KIP-890).
-    assert supported == {"metadata.version": (7, 27), "kraft.version": (0, 1), "transaction.version": (0, 2)}
-    assert "group.version" not in supported, "no KIP-848 consumer protocol: nothing to negotiate"
-    assert finalized == {"metadata.version": (27, 27)}, "transaction.version 0 (the default) is not finalized"
+    # group.version 1: the KIP-848 consumer protocol (ConsumerGroupHeartbeat) is served.
+    assert supported == {"metadata.version": (7, 27), "kraft.version": (0, 1), "transaction.version": (0, 2),
+                         "group.version": (0, 1)}
+    assert finalized == {"metadata.version": (27, 27), "group.version": (1, 1)}, \
+        "transaction.version 0 (the default) is not finalized"
     assert v4.finalized_features_epoch >= 0
     keys = {k.api_key: (k.min_version, k.max_version) for k in v4.api_keys}
     assert keys[1] == (4, 18) and keys[3] == (0, 13) and keys[2] == (1, 10) and keys[75] == (0, 0)
@@ -108,14 +110,15 @@ def test_api_versions_v4_reports_supported_and_finalized_features(broker: Broker
 def test_api_versions_v3_leaves_out_features_with_minimum_0(broker: BrokerProcess) -> None:
     v3 = _call(broker, ApiVersionsV3(client_software_name="t", client_software_version="1"), 18)
     assert [(f.name, f.min_version, f.max_version) for f in v3.supported_features] == [("metadata.version", 7, 27)]
-    assert [f.name for f in v3.finalized_features] == ["metadata.version"]
+    # Only the supported ranges leave out minimum 0; group.version is finalized at 1 (KIP-848 served).
+    assert [f.name for f in v3.finalized_features] == ["metadata.version", "group.version"]
 
 
 def test_finalized_transaction_version_follows_the_broker_s_setting(broker_factory) -> None:
     broker = broker_factory(**{"transaction.version": "1"})
     v4 = _call(broker, ApiVersionsV4(client_software_name="t", client_software_version="1"), 18)
     finalized = {f.name: f.max_version_level for f in v4.finalized_features}
-    assert finalized == {"metadata.version": 27, "transaction.version": 1}
+    assert finalized == {"metadata.version": 27, "transaction.version": 1, "group.version": 1}
 
 
 @pytest.mark.parametrize(("profile", "metadata_version", "fetch_max"), [("4.0", 25, 17), ("3.x", 21, 17)])
@@ -123,7 +126,9 @@ def test_profiles_report_their_release_s_metadata_version(broker_factory, profil
                                                          fetch_max: int) -> None:
     broker = broker_factory(**{"minikafka.kafka.version": profile})
     v3 = _call(broker, ApiVersionsV3(client_software_name="t", client_software_version="1"), 18)
-    assert {f.name: f.max_version_level for f in v3.finalized_features} == {"metadata.version": metadata_version}
+    # group.version 1 from 4.0 (KIP-848 consumer groups); a 3.x profile has no such feature.
+    expected = {"metadata.version": metadata_version} | ({"group.version": 1} if profile == "4.0" else {})
+    assert {f.name: f.max_version_level for f in v3.finalized_features} == expected
     keys = {k.api_key: (k.min_version, k.max_version) for k in v3.api_keys}
     assert keys[1][1] == fetch_max
     assert (75 in keys) == (profile == "4.0"), "DescribeTopicPartitions is advertised by Kafka 4.x only"

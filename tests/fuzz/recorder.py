@@ -201,6 +201,22 @@ def _confluent(bootstrap: str, prefix: str, steps: Steps) -> None:
         consumer.close()
 
     steps.run("offset_for_leader_epoch", validate_position)
+
+    def consumer_protocol() -> None:
+        # KIP-848 (group.protocol=consumer): ConsumerGroupHeartbeat join/heartbeat/leave, OffsetCommit v9.
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{group}-848", "group.protocol": "consumer",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe([topic])
+        seen, deadline = 0, time.monotonic() + 15
+        while seen < 3 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and not message.error():
+                seen += 1
+        consumer.commit(asynchronous=False)
+        wait(admin.describe_consumer_groups([f"{group}-848"]))  # ConsumerGroupDescribe while it is live
+        consumer.close()
+
+    steps.run("consumer_protocol", consumer_protocol)
     steps.run("list_offsets", lambda: wait(admin.list_offsets(
         {TopicPartition(topic, 0): OffsetSpec.latest(), TopicPartition(topic, 1): OffsetSpec.earliest()},
         isolation_level=IsolationLevel.READ_COMMITTED)))

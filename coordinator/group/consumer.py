@@ -1,0 +1,587 @@
+"""ConsumerGroupEngine: the KIP-848 consumer group protocol (ConsumerGroupHeartbeat), Kafka 4.1's shape.
+
+Follows `GroupMetadataManager.consumerGroupHeartbeat`, `modern/consumer/ConsumerGroup(Member)` and
+`CurrentAssignmentBuilder`:
+- Members are identified by a member id the client generates (v1, KIP-1082) and carry a member
+  epoch: 0 joins, -1 leaves, -2 is a static member (instance id) leaving temporarily: it keeps its
+  partitions and epoch until its session times out, and a member rejoining with the same instance id
+  (under a new member id) takes them over without a rebalance; while the instance is active, another
+  member joining with its instance id is UNRELEASED_INSTANCE_ID.
+- The group epoch is bumped whenever membership, a subscription, or the partition count of a
+  subscribed topic changes; the target assignment (computed by the server-side assignor, uniform by
+  default, or range) then catches up and carries that epoch (the assignment epoch).
+- Each member reconciles towards its target: partitions it must give up are revoked first and the
+  member keeps its epoch until its heartbeat no longer lists them as owned; a partition is handed to
+  its new owner only once no other member holds it (assigned or pending revocation).
+- Epoch checks as `throwIfMemberEpochIsInvalid`: a newer epoch than ours, or an older one that is not
+  the member's previous epoch with owned partitions inside its assignment, is FENCED_MEMBER_EPOCH.
+- Session timeout (`group.consumer.session.timeout.ms`) and the revocation timeout (the member's
+  rebalance timeout) run on the coordinator's timers, so the one clock (manual in tests) drives them.
+
+Simplification: consumer groups live in memory only; nothing is written to `__consumer_offsets`
+(Kafka's ConsumerGroupMetadata/Member/TargetAssignment records), so members rejoin after a restart
+(their heartbeats get UNKNOWN_MEMBER_ID and librdkafka rejoins with epoch 0). No classic-to-consumer
+group conversion.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from minikafka.protocol.errors import ErrorCode
+
+from .metadata import GroupMetadataManager
+
+_log = logging.getLogger("minikafka.coordinator.group")
+
+Assignment = dict[str, frozenset[int]]  # topic name -> partitions
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+UNIFORM = "uniform"
+RANGE = "range"
+
+
+class ConsumerGroupState(Enum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+class MemberState(Enum):
+    STABLE = "stable"
+    UNREVOKED_PARTITIONS = "unrevoked_partitions"
+    UNRELEASED_PARTITIONS = "unreleased_partitions"
+
+
+@dataclass(slots=True)
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    rebalance_timeout_ms: int = 300000
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: MemberState = MemberState.STABLE
+    assigned: Assignment = field(default_factory=dict)
+    pending_revocation: Assignment = field(default_factory=dict)
+    left_static: bool = False  # a static member that sent epoch -2 and may come back
+
+    def subscribes_to(self, topic: str) -> bool:
+        if topic in self.subscribed_topic_names:
+            return True
+        return self.subscribed_topic_regex is not None and _regex_matches(self.subscribed_topic_regex, topic)
+
+
+def _regex_matches(pattern: str, topic: str) -> bool:
+    try:
+        return re.fullmatch(pattern, topic) is not None
+    except re.error:
+        return False
+
+
+@dataclass(slots=True)
+class ConsumerGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    target: dict[str, Assignment] = field(default_factory=dict)  # member id -> target assignment
+    # The partition counts of the subscribed topics the target was computed from (Kafka's
+    # subscription metadata): a change bumps the group epoch.
+    subscribed_metadata: dict[str, int] = field(default_factory=dict)
+
+    def state(self) -> ConsumerGroupState:
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        if any(m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE
+               for m in self.members.values() if not m.left_static):
+            return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def owner_epoch(self, topic: str, partition: int, excluding: str) -> int:
+        """The epoch of the member (other than `excluding`) that holds the partition, -1 if none:
+        a partition pending revocation is still held by its previous owner."""
+        for member in self.members.values():
+            if member.member_id == excluding:
+                continue
+            if partition in member.assigned.get(topic, ()) or partition in member.pending_revocation.get(topic, ()):
+                return member.member_epoch
+        return -1
+
+    def validate_offset_commit(self, member_id: str, member_epoch: int, *, transactional: bool,
+                               api_version: int) -> ErrorCode:
+        """Kafka's ConsumerGroup.validateOffsetCommit: -1 with no members is a simple commit."""
+        if member_epoch < 0 and not self.members:
+            return ErrorCode.none
+        member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if not transactional and api_version < 9:
+            return ErrorCode.unsupported_version
+        return ErrorCode.none if member_epoch == member.member_epoch else ErrorCode.stale_member_epoch
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """Kafka's ConsumerGroup.validateOffsetFetch: without a member (admin, v<9) anything goes."""
+        if member_epoch < 0 and not member_id:
+            return ErrorCode.none
+        member = self.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.unknown_member_id
+        return ErrorCode.none if member_epoch == member.member_epoch else ErrorCode.stale_member_epoch
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: Assignment | None = None  # None: unchanged since the last heartbeat
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    error: ErrorCode
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None  # None: no assignment in the answer
+
+
+# -- assignors -----------------------------------------------------------------------------------
+
+
+def uniform_assign(members: dict[str, ConsumerMember], partitions: dict[str, int],
+                   previous: dict[str, Assignment]) -> dict[str, Assignment]:
+    """Kafka's UniformAssignor in spirit: balanced (counts differ by at most one among the members a
+    partition could go to) and sticky (a partition stays with its previous target owner when that
+    keeps the balance)."""
+    ids = sorted(members)
+    eligible = {topic: [m for m in ids if members[m].subscribes_to(topic)] for topic in partitions}
+    all_partitions = [(t, p) for t in sorted(partitions) for p in range(partitions[t]) if eligible[t]]
+    owner: dict[tuple[str, int], str] = {}
+    load = dict.fromkeys(ids, 0)
+    for member_id in ids:
+        for topic, parts in previous.get(member_id, {}).items():
+            if member_id not in eligible.get(topic, ()):
+                continue
+            for p in sorted(parts):
+                if p < partitions[topic] and (topic, p) not in owner:
+                    owner[(topic, p)] = member_id
+                    load[member_id] += 1
+    for tp in all_partitions:
+        if tp not in owner:
+            chosen = min(eligible[tp[0]], key=lambda m: (load[m], m))
+            owner[tp] = chosen
+            load[chosen] += 1
+    # Move partitions off overloaded members until balanced; each pass either moves one or stops.
+    for _ in range(len(all_partitions) + 1):
+        moved = False
+        for tp in all_partitions:
+            current = owner[tp]
+            lightest = min(eligible[tp[0]], key=lambda m: (load[m], m))
+            if load[current] > load[lightest] + 1:
+                owner[tp] = lightest
+                load[current] -= 1
+                load[lightest] += 1
+                moved = True
+        if not moved:
+            break
+    return _by_member(ids, owner)
+
+
+def range_assign(members: dict[str, ConsumerMember], partitions: dict[str, int],
+                 previous: dict[str, Assignment]) -> dict[str, Assignment]:
+    """Kafka's RangeAssignor: per topic, contiguous ranges over the subscribed members in id order."""
+    del previous
+    ids = sorted(members)
+    owner: dict[tuple[str, int], str] = {}
+    for topic in sorted(partitions):
+        subscribers = [m for m in ids if members[m].subscribes_to(topic)]
+        if not subscribers:
+            continue
+        quota, extra = divmod(partitions[topic], len(subscribers))
+        start = 0
+        for index, member_id in enumerate(subscribers):
+            count = quota + (1 if index < extra else 0)
+            for p in range(start, start + count):
+                owner[(topic, p)] = member_id
+            start += count
+    return _by_member(ids, owner)
+
+
+def _by_member(ids: list[str], owner: dict[tuple[str, int], str]) -> dict[str, Assignment]:
+    out: dict[str, dict[str, set[int]]] = {m: {} for m in ids}
+    for (topic, p), member_id in owner.items():
+        out[member_id].setdefault(topic, set()).add(p)
+    return {m: {t: frozenset(ps) for t, ps in topics.items()} for m, topics in out.items()}
+
+
+ASSIGNORS: dict[str, Callable[[dict[str, ConsumerMember], dict[str, int], dict[str, Assignment]],
+                              dict[str, Assignment]]] = {UNIFORM: uniform_assign, RANGE: range_assign}
+
+
+def _minus(a: Assignment, b: Assignment) -> Assignment:
+    out = {t: ps - b.get(t, frozenset()) for t, ps in a.items()}
+    return {t: ps for t, ps in out.items() if ps}
+
+
+def _intersect(a: Assignment, b: Assignment) -> Assignment:
+    out = {t: ps & b.get(t, frozenset()) for t, ps in a.items()}
+    return {t: ps for t, ps in out.items() if ps}
+
+
+def _union(a: Assignment, b: Assignment) -> Assignment:
+    out = dict(a)
+    for t, ps in b.items():
+        out[t] = out.get(t, frozenset()) | ps
+    return {t: ps for t, ps in out.items() if ps}
+
+
+def _is_subset(a: Assignment, b: Assignment) -> bool:
+    return all(ps <= b.get(t, frozenset()) for t, ps in a.items())
+
+
+# -- the engine ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupConfig:
+    session_timeout_ms: int = 45000
+    heartbeat_interval_ms: int = 5000
+    assignors: tuple[str, ...] = (UNIFORM, RANGE)  # the first is the default
+
+
+class ConsumerGroupEngine:
+    def __init__(self, manager: GroupMetadataManager, logs: Any, config: ConsumerGroupConfig | None = None) -> None:
+        self._manager = manager
+        self._logs = logs
+        self.config = config or ConsumerGroupConfig()
+        self.groups: dict[str, ConsumerGroup] = {}
+
+    # -- topic metadata ------------------------------------------------------------------------
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        meta = self._logs.topic(name)
+        return None if meta is None else meta.topic_id
+
+    def topic_name(self, topic_id: uuid.UUID | None) -> str | None:
+        meta = self._logs.topic_by_id(topic_id)
+        return None if meta is None else meta.name
+
+    def _subscribed_metadata(self, group: ConsumerGroup) -> dict[str, int]:
+        out = {}
+        for meta in self._logs.topics():
+            if getattr(meta, "internal", False) and not any(
+                meta.name in m.subscribed_topic_names for m in group.members.values()
+            ):
+                continue
+            if any(m.subscribes_to(meta.name) for m in group.members.values()):
+                out[meta.name] = meta.partitions
+        return out
+
+    # -- heartbeat -----------------------------------------------------------------------------
+
+    def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+        error = self._validate(request)
+        if error is not None:
+            return HeartbeatResult(ErrorCode.invalid_request, error)
+        if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(request)
+        group = self.groups.get(request.group_id)
+        if group is None:
+            if request.member_epoch != 0:
+                # Kafka 4.x: UnknownMemberIdException, so that a client rejoins (e.g. after a restart).
+                return HeartbeatResult(ErrorCode.unknown_member_id, f"Group {request.group_id} not found.")
+            classic = self._manager.groups.get(request.group_id)
+            if classic is not None and classic.members:
+                return HeartbeatResult(ErrorCode.group_id_not_found,
+                                       f"Group {request.group_id} is not a consumer group.")
+            # An empty classic group (e.g. one that only holds offsets) becomes this consumer group; its
+            # committed offsets stay.
+            self._manager.groups.pop(request.group_id, None)
+            group = self.groups[request.group_id] = ConsumerGroup(request.group_id)
+        member = group.members.get(request.member_id)
+        bump_group_epoch = request.member_epoch == 0
+        static = self._static_member(group, request)
+        if isinstance(static, HeartbeatResult):
+            return static
+        if static is not None:
+            member, bump_group_epoch = static, False
+        elif request.member_epoch == 0:
+            if member is not None:
+                # Rejoining with epoch 0: the member starts over (its partitions go back to the group).
+                self._remove_member(group, member.member_id)
+            member = ConsumerMember(request.member_id)
+            group.members[member.member_id] = member
+        elif member is None:
+            return HeartbeatResult(ErrorCode.unknown_member_id,
+                                   f"Member {request.member_id} is not a member of group {request.group_id}.")
+        else:
+            fenced = "The static member left the group temporarily." if member.left_static \
+                else self._epoch_error(member, request)
+            if fenced is not None:
+                return HeartbeatResult(ErrorCode.fenced_member_epoch, fenced)
+        before = (member.member_epoch, dict(member.assigned), dict(member.pending_revocation))
+        bump_group_epoch |= self._update_member(member, request)
+        if member.instance_id is not None:
+            group.static_members[member.instance_id] = member.member_id
+        metadata = self._subscribed_metadata(group)
+        if metadata != group.subscribed_metadata:
+            group.subscribed_metadata = metadata
+            bump_group_epoch = True
+        if bump_group_epoch:
+            group.group_epoch += 1
+        if group.group_epoch > group.assignment_epoch:
+            self._compute_target(group)
+        self._reconcile(group, member, request.owned)
+        self._schedule_session(group, member)
+        changed = before != (member.member_epoch, member.assigned, member.pending_revocation)
+        send_assignment = (
+            request.member_epoch == 0 or changed
+            or (request.owned is not None and request.owned != member.assigned)
+        )
+        return HeartbeatResult(ErrorCode.none, None, member.member_id, member.member_epoch,
+                               self.config.heartbeat_interval_ms,
+                               dict(member.assigned) if send_assignment else None)
+
+    def _static_member(self, group: ConsumerGroup,
+                       request: HeartbeatRequest) -> ConsumerMember | HeartbeatResult | None:
+        """A static member joining under its instance id: it takes over the partitions and epoch of
+        the instance's member if that one left temporarily (epoch -2); an active instance cannot be
+        joined twice. None when this is not a static rejoin."""
+        if request.member_epoch != 0 or request.instance_id is None:
+            return None
+        old_id = group.static_members.get(request.instance_id)
+        old = group.members.get(old_id) if old_id is not None else None
+        if old is None:
+            return None
+        if not old.left_static:
+            if old_id == request.member_id:
+                return None
+            return HeartbeatResult(ErrorCode.unreleased_instance_id,
+                                   f"Static member {old_id} with instance id {request.instance_id} is "
+                                   f"present in the consumer group {group.group_id}.")
+        del group.members[old.member_id]
+        self._manager.timers.cancel(("consumer-session", group.group_id, old.member_id))
+        self._manager.timers.cancel(("consumer-revocation", group.group_id, old.member_id))
+        target = group.target.pop(old.member_id, {})
+        old.member_id, old.left_static = request.member_id, False
+        group.members[old.member_id] = old
+        group.target[old.member_id] = target
+        group.static_members[request.instance_id] = old.member_id
+        return old
+
+    def _validate(self, request: HeartbeatRequest) -> str | None:
+        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid (v1: the client's member id)."""
+        if not request.group_id:
+            return "GroupId can't be empty."
+        if not request.member_id:
+            return "MemberId can't be empty."
+        if request.member_epoch == 0:
+            if request.rebalance_timeout_ms == -1:
+                return "RebalanceTimeoutMs must be provided in first request."
+            if request.owned is None or any(request.owned.values()):
+                return "TopicPartitions must be empty when (re-)joining."
+            if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+                return "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+        elif request.member_epoch == STATIC_LEAVE_EPOCH and request.instance_id is None:
+            return "InstanceId can't be null."
+        elif request.member_epoch < STATIC_LEAVE_EPOCH:
+            return f"MemberEpoch {request.member_epoch} is invalid."
+        if request.server_assignor is not None and request.server_assignor not in self.config.assignors:
+            return f"ServerAssignor {request.server_assignor} is not supported. Supported assignors: " + ", ".join(
+                self.config.assignors) + "."
+        if request.subscribed_topic_regex is not None:
+            try:
+                re.compile(request.subscribed_topic_regex)
+            except re.error as exc:
+                return f"SubscribedTopicRegex {request.subscribed_topic_regex} is not a valid regular expression: {exc}"
+        return None
+
+    @staticmethod
+    def _epoch_error(member: ConsumerMember, request: HeartbeatRequest) -> str | None:
+        """Kafka's throwIfMemberEpochIsInvalid."""
+        received = request.member_epoch
+        if received > member.member_epoch:
+            return f"The consumer group member has a greater member epoch ({received}) than the one known " \
+                   f"by the group coordinator ({member.member_epoch}). The member must abandon all its " \
+                   f"partitions and rejoin."
+        # An older epoch is accepted only as the member's previous one (it may have missed our answer
+        # that bumped it), and only if what it owns is still within its assignment.
+        if received < member.member_epoch and (
+            received != member.previous_member_epoch or request.owned is None
+            or not _is_subset(request.owned, member.assigned)
+        ):
+                return f"The consumer group member has a smaller member epoch ({received}) than the one known " \
+                   f"by the group coordinator ({member.member_epoch}). The member must abandon all its " \
+                   f"partitions and rejoin."
+        return None
+
+    @staticmethod
+    def _update_member(member: ConsumerMember, request: HeartbeatRequest) -> bool:
+        """Apply the fields the heartbeat carries; True if the subscription (or assignor) changed."""
+        bump = False
+        if request.instance_id is not None:
+            member.instance_id = request.instance_id
+        if request.rack_id is not None:
+            member.rack_id = request.rack_id
+        if request.rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        member.client_id = request.client_id
+        member.client_host = request.client_host
+        if request.subscribed_topic_names is not None:
+            names = tuple(sorted(set(request.subscribed_topic_names)))
+            bump |= names != member.subscribed_topic_names
+            member.subscribed_topic_names = names
+        if request.subscribed_topic_regex is not None:
+            regex = request.subscribed_topic_regex or None
+            bump |= regex != member.subscribed_topic_regex
+            member.subscribed_topic_regex = regex
+        if request.server_assignor is not None:
+            bump |= request.server_assignor != member.server_assignor
+            member.server_assignor = request.server_assignor
+        return bump
+
+    def assignor_name(self, group: ConsumerGroup) -> str:
+        """The assignor most members asked for, else the configured default (Kafka's
+        ConsumerGroup.preferredServerAssignor)."""
+        asked = [m.server_assignor for m in group.members.values() if m.server_assignor]
+        if not asked:
+            return self.config.assignors[0]
+        return max(sorted(set(asked)), key=asked.count)
+
+    def _compute_target(self, group: ConsumerGroup) -> None:
+        assign = ASSIGNORS[self.assignor_name(group)]
+        group.target = assign(group.members, group.subscribed_metadata, group.target)
+        group.assignment_epoch = group.group_epoch
+
+    # -- reconciliation (Kafka's CurrentAssignmentBuilder) --------------------------------------
+
+    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None) -> None:
+        target = group.target.get(member.member_id, {})
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            if owned is None or _intersect(member.pending_revocation, owned):
+                return  # still waiting for the member to give the partitions up
+            member.pending_revocation = {}
+            self._timers_cancel_revocation(group, member)
+        elif member.state is MemberState.STABLE and member.member_epoch == group.assignment_epoch:
+            return
+        kept = _intersect(member.assigned, target)
+        revoke = _minus(member.assigned, target)
+        pending: dict[str, set[int]] = {}
+        unreleased = False
+        for topic, parts in _minus(target, kept).items():
+            for p in parts:
+                if group.owner_epoch(topic, p, member.member_id) == -1:
+                    pending.setdefault(topic, set()).add(p)
+                else:
+                    unreleased = True
+        newly = {t: frozenset(ps) for t, ps in pending.items()}
+        if revoke and (owned is None or _intersect(revoke, owned)):
+            member.assigned = kept
+            member.pending_revocation = revoke
+            member.state = MemberState.UNREVOKED_PARTITIONS
+            self._schedule_revocation(group, member)
+            return
+        member.assigned = _union(kept, newly)
+        member.pending_revocation = {}
+        if member.member_epoch != group.assignment_epoch:
+            member.previous_member_epoch = member.member_epoch
+            member.member_epoch = group.assignment_epoch
+        member.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+
+    # -- leaving and timeouts ------------------------------------------------------------------
+
+    def _leave(self, request: HeartbeatRequest) -> HeartbeatResult:
+        group = self.groups.get(request.group_id)
+        if group is None:
+            return HeartbeatResult(ErrorCode.unknown_member_id, f"Group {request.group_id} not found.")
+        member = group.members.get(request.member_id)
+        if member is None:
+            return HeartbeatResult(ErrorCode.unknown_member_id,
+                                   f"Member {request.member_id} is not a member of group {request.group_id}.")
+        if request.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+            # Kept, partitions and all, until the session times out or the instance rejoins.
+            member.left_static = True
+            self._schedule_session(group, member)
+            return HeartbeatResult(ErrorCode.none, None, request.member_id, STATIC_LEAVE_EPOCH, 0, None)
+        self._remove_member(group, member.member_id)
+        group.group_epoch += 1
+        self._compute_target(group)
+        return HeartbeatResult(ErrorCode.none, None, request.member_id, request.member_epoch, 0, None)
+
+    def _remove_member(self, group: ConsumerGroup, member_id: str) -> None:
+        member = group.members.pop(member_id, None)
+        if member is not None and member.instance_id is not None \
+                and group.static_members.get(member.instance_id) == member_id:
+            del group.static_members[member.instance_id]
+        group.target.pop(member_id, None)
+        self._manager.timers.cancel(("consumer-session", group.group_id, member_id))
+        self._manager.timers.cancel(("consumer-revocation", group.group_id, member_id))
+
+    def _fence(self, group_id: str, member_id: str, why: str) -> None:
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return
+        _log.info("member %s of consumer group %s fenced: %s", member_id, group_id, why)
+        self._remove_member(group, member_id)
+        group.group_epoch += 1
+        self._compute_target(group)
+
+    def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        group_id, member_id = group.group_id, member.member_id
+        self._manager.timers.schedule(("consumer-session", group_id, member_id),
+                                      self._manager.now() + self.config.session_timeout_ms,
+                                      lambda: self._fence(group_id, member_id, "session timeout"))
+
+    def _schedule_revocation(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        group_id, member_id = group.group_id, member.member_id
+        self._manager.timers.schedule(("consumer-revocation", group_id, member_id),
+                                      self._manager.now() + member.rebalance_timeout_ms,
+                                      lambda: self._fence(group_id, member_id, "revocation timeout"))
+
+    def _timers_cancel_revocation(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        self._manager.timers.cancel(("consumer-revocation", group.group_id, member.member_id))
+
+    # -- admin ---------------------------------------------------------------------------------
+
+    def is_consumer_group(self, group_id: str) -> bool:
+        return group_id in self.groups
+
+    def delete(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        out = {}
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None:
+                continue
+            if group.members:
+                out[group_id] = ErrorCode.non_empty_group
+            else:
+                del self.groups[group_id]
+                out[group_id] = ErrorCode.none
+        return out
