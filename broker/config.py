@@ -72,6 +72,10 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("minikafka.cleaner.crash.point", "string", None,
      "minikafka, tests only: kill the broker's own process (as kill -9) when the log cleaner reaches this "
      "step of a segment swap: after_cleaned, after_swap or after_delete. For `minikafka serve` only."),
+    ("minikafka.coordinator.load.delay.ms", "long", "0",
+     "minikafka, for testing clients: wait this long after the listener is up before replaying "
+     "__consumer_offsets and __transaction_state, so group and transaction requests meanwhile get "
+     "COORDINATOR_LOAD_IN_PROGRESS, as from a Kafka broker loading a large coordinator partition."),
     ("offsets.topic.num.partitions", "int", "50", "Partitions of __consumer_offsets."),
     ("transaction.state.log.num.partitions", "int", "50", "Partitions of __transaction_state."),
     ("transaction.max.timeout.ms", "int", "900000", "Largest transaction.timeout.ms a producer may ask for."),
@@ -209,6 +213,7 @@ class BrokerConfig:
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15000
     cleaner_crash_point: str | None = None
+    coordinator_load_delay_ms: int = 0
     offsets_topic_num_partitions: int = 50
     transaction_state_log_num_partitions: int = 50
     transaction_max_timeout_ms: int = 900000
@@ -379,6 +384,8 @@ def build_config(
         log_cleaner_enable=get("log.cleaner.enable").lower() == "true",
         log_cleaner_backoff_ms=_at_least(1, "log.cleaner.backoff.ms", get("log.cleaner.backoff.ms")),
         cleaner_crash_point=props.get("minikafka.cleaner.crash.point") or None,
+        coordinator_load_delay_ms=_at_least(0, "minikafka.coordinator.load.delay.ms",
+                                            get("minikafka.coordinator.load.delay.ms")),
         offsets_topic_num_partitions=int(get("offsets.topic.num.partitions")),
         transaction_state_log_num_partitions=int(get("transaction.state.log.num.partitions")),
         transaction_max_timeout_ms=int(get("transaction.max.timeout.ms")),

@@ -132,14 +132,17 @@ class BrokerServer:
         _log.info("broker ready", host=config.host, port=bound_port, node_id=config.node_id,
                   cluster_id=logs.cluster_id, data_dir=str(config.data_dir), admin_port=self.admin_port,
                   kafka_version=config.kafka_version)
-        self._coordinator_load = asyncio.create_task(self._load_coordinators(), name="coordinator load")
+        self._coordinator_load = asyncio.create_task(self._load_coordinators(config.coordinator_load_delay_ms / 1000),
+                                                     name="coordinator load")
 
-    async def _load_coordinators(self) -> None:
+    async def _load_coordinators(self, delay_s: float) -> None:
         """Replay `__consumer_offsets`, then `__transaction_state` (completing a Prepare* writes markers to
         groups), in slices between requests, as Kafka loads coordinator partitions in the background; their
         APIs answer COORDINATOR_LOAD_IN_PROGRESS until then (broker/registry.py)."""
         assert self.services is not None
         started = time.monotonic()
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
         for coordinator in (self.services.groups, self.services.transactions):
             slice_end = time.monotonic() + _LOAD_SLICE_S
             try:

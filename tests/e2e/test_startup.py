@@ -24,6 +24,7 @@ OFFSETS_PARTITIONS = 50
 OLD_GROUPS = 20_000  # one offset record each, in batches of 10 over every partition
 OLD_TRANSACTIONAL_IDS = 3_000
 MESSAGES = 10
+LOAD_DELAY_MS = 2_000
 
 
 def _write_old_coordinator_state(data_dir: Path) -> None:
@@ -57,7 +58,9 @@ def test_clients_started_at_the_ready_line_wait_out_the_coordinator_load(tmp_pat
     _write_old_coordinator_state(data_dir)
 
     (tmp_path / "second").mkdir()
-    broker = BrokerProcess(data_dir, tmp_path / "second").start()
+    # The held load makes the window certain: replaying the old state alone can end before librdkafka asks.
+    broker = BrokerProcess(data_dir, tmp_path / "second",
+                           {"minikafka.coordinator.load.delay.ms": str(LOAD_DELAY_MS)}).start()
     # Straight from the ready line: both clients' first coordinator requests land inside the load.
     group = f"g-{uuid.uuid4().hex[:8]}"
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
