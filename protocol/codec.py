@@ -24,6 +24,7 @@ from kio.static.primitive import i32
 from .api_keys import ApiKey
 from .errors import InvalidRequest
 from .guard import check_request
+from .kio_fixups import describe_transactions_without_negative_times
 
 _PEEK = struct.Struct(">hhi")
 _CORRELATION = struct.Struct(">i")
@@ -136,6 +137,8 @@ def encode_request(correlation_id: int, body: Any, client_id: str | None = "mini
 def decode_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:
     """Decode a response frame body (without its size prefix); for tools and tests."""
     cls = load_response_schema(api_key, version)
+    if api_key == ApiKey.DESCRIBE_TRANSACTIONS and version == 0:
+        frame = describe_transactions_without_negative_times(frame)
     (correlation_id,) = _CORRELATION.unpack_from(frame, 0)
     offset = 4
     if cls.__flexible__ and api_key != ApiKey.API_VERSIONS:
