@@ -19,37 +19,17 @@ Behavior:
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from minikafka.protocol.api_keys import ApiKey, VersionRange
-from minikafka.protocol.build import build
-from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.errors import UnknownTopicOrPartition
 
 from ..context import RequestContext
-from ..errors import error_fields
-from .common import response_of
+from ..dynamic_config import invalid_request
+from .config_changes import BROKER, TOPIC, alter_each_resource, refuse_null_values
 
 API_KEY = ApiKey.ALTER_CONFIGS
 VERSIONS = VersionRange(0, 2)
-
-TOPIC, BROKER = 2, 4
-
-
-def _invalid_request(message: str) -> KafkaError:
-    return KafkaError(message, code=ErrorCode.invalid_request)
-
-
-def _preprocess(resource: Any) -> None:
-    names = Counter(config.name for config in resource.configs)
-    if any(count > 1 for count in names.values()):
-        raise _invalid_request("Error due to duplicate config keys")
-    null_updates = [config.name for config in resource.configs if config.value is None]
-    if null_updates:
-        raise _invalid_request(f"Null value not supported for : {', '.join(null_updates)}")
-    if resource.resource_type not in (TOPIC, BROKER):
-        raise _invalid_request(f"Unknown resource type {resource.resource_type}")
 
 
 def _replace_topic_configs(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
@@ -65,22 +45,15 @@ def _replace_topic_configs(ctx: RequestContext, resource: Any, validate_only: bo
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    named = Counter((resource.resource_type, resource.resource_name) for resource in request.resources)
-    results = []
-    for resource in request.resources:
-        entry: dict[str, Any] = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
-                                 "error_code": ErrorCode.none, "error_message": None}
-        try:
-            if named[(resource.resource_type, resource.resource_name)] > 1:
-                raise _invalid_request("Each resource must appear at most once.")
-            _preprocess(resource)
-            if resource.resource_type == BROKER:
-                ctx.services.dynamic_configs.alter_broker(
-                    ctx.services.logs, resource.resource_name,
-                    {config.name: config.value for config in resource.configs}, validate_only=request.validate_only)
-            else:
-                _replace_topic_configs(ctx, resource, request.validate_only)
-        except Exception as exc:
-            entry.update(error_fields(ctx, exc))
-        results.append(entry)
-    return build(response_of(request), throttle_time=0, responses=results)
+    def alter(resource: Any) -> None:
+        refuse_null_values([config.name for config in resource.configs if config.value is None])
+        if resource.resource_type == BROKER:
+            ctx.services.dynamic_configs.alter_broker(
+                ctx.services.logs, resource.resource_name,
+                {config.name: config.value for config in resource.configs}, validate_only=request.validate_only)
+        elif resource.resource_type == TOPIC:
+            _replace_topic_configs(ctx, resource, request.validate_only)
+        else:
+            raise invalid_request(f"Unknown resource type {resource.resource_type}")
+
+    return alter_each_resource(ctx, request, alter)

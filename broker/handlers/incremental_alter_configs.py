@@ -24,42 +24,29 @@ Behavior:
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from minikafka.protocol.api_keys import ApiKey, VersionRange
-from minikafka.protocol.build import build
-from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.errors import InvalidConfig, UnknownTopicOrPartition
 
 from ..context import RequestContext
 from ..dynamic_config import BROKER_KEYS, GROUP_CONFIGS, invalid_request
-from ..errors import error_fields
-from .common import response_of
+from .config_changes import (
+    APPEND,
+    BROKER,
+    BROKER_LOGGER,
+    GROUP,
+    SUBTRACT,
+    TOPIC,
+    alter_each_resource,
+    apply_list_operation,
+    refuse_null_values,
+)
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 VERSIONS = VersionRange(0, 1)
 
-TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-
-
-def _list_value(current: str | None) -> list[str]:
-    return [item.strip() for item in (current or "").split(",") if item.strip()]
-
-
-def _refuse_duplicate_keys(resource: Any) -> None:
-    names = Counter(config.name for config in resource.configs)
-    if any(count > 1 for count in names.values()):
-        raise KafkaError("Error due to duplicate config keys", code=ErrorCode.invalid_request)
-
-
-def _refuse_null_values(resource: Any) -> None:
-    """Only DELETE may carry a null value; Kafka refuses the others before anything else is looked at
-    (ConfigAdminManager.preprocess), for the whole resource, with INVALID_REQUEST."""
-    null_updates = [c.name for c in resource.configs if c.config_operation != DELETE and c.value is None]
-    if null_updates:
-        raise KafkaError(f"Null value not supported for : {', '.join(null_updates)}", code=ErrorCode.invalid_request)
+SET, DELETE = 0, 1
 
 
 def _alter_topic(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
@@ -70,19 +57,13 @@ def _alter_topic(ctx: RequestContext, resource: Any, validate_only: bool) -> Non
     to_set: dict[str, str] = {}
     to_delete: list[str] = []
     for change in resource.configs:
-        current = meta.configs.get(change.name)
         if change.config_operation == SET:
             to_set[change.name] = change.value
         elif change.config_operation == DELETE:
             to_delete.append(change.name)
         elif change.config_operation in (APPEND, SUBTRACT):
-            items = _list_value(current)
-            for item in _list_value(change.value):
-                if change.config_operation == APPEND and item not in items:
-                    items.append(item)
-                elif change.config_operation == SUBTRACT and item in items:
-                    items.remove(item)
-            to_set[change.name] = ",".join(items)
+            to_set[change.name] = apply_list_operation(meta.configs.get(change.name), change.config_operation,
+                                                       change.value)
         else:
             raise InvalidConfig(f"unknown config operation {change.config_operation}")
     logs.alter_topic_configs(meta.name, to_set, to_delete, validate_only=validate_only)
@@ -106,13 +87,8 @@ def _incremental_result(current: dict[str, str], resource: Any, types: dict[str,
                 raise InvalidConfig(f"Unknown config name: {change.name}")
             if types[change.name] != "list":
                 raise invalid_request(f"Config value {verb} is not allowed for config key: {change.name}")
-            items = _list_value(result.get(change.name, defaults.get(change.name)))
-            for item in _list_value(change.value):
-                if change.config_operation == APPEND and item not in items:
-                    items.append(item)
-                elif change.config_operation == SUBTRACT and item in items:
-                    items.remove(item)
-            result[change.name] = ",".join(items)
+            result[change.name] = apply_list_operation(result.get(change.name, defaults.get(change.name)),
+                                                       change.config_operation, change.value)
         else:
             raise invalid_request(f"Unknown operations type {change.config_operation}")
     return result
@@ -136,27 +112,18 @@ def _alter_group(ctx: RequestContext, resource: Any, validate_only: bool) -> Non
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    named = Counter((resource.resource_type, resource.resource_name) for resource in request.resources)
-    results = []
-    for resource in request.resources:
-        entry: dict[str, Any] = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
-                                 "error_code": ErrorCode.none, "error_message": None}
-        try:
-            if named[(resource.resource_type, resource.resource_name)] > 1:
-                raise KafkaError("Each resource must appear at most once.", code=ErrorCode.invalid_request)
-            _refuse_duplicate_keys(resource)
-            _refuse_null_values(resource)
-            if resource.resource_type == TOPIC:
-                _alter_topic(ctx, resource, request.validate_only)
-            elif resource.resource_type == BROKER:
-                _alter_broker(ctx, resource, request.validate_only)
-            elif resource.resource_type == GROUP:
-                _alter_group(ctx, resource, request.validate_only)
-            elif resource.resource_type == BROKER_LOGGER:
-                raise invalid_request("broker loggers cannot be altered: minikafka has no log4j loggers")
-            else:
-                raise invalid_request(f"Unknown resource type {resource.resource_type}")
-        except Exception as exc:
-            entry.update(error_fields(ctx, exc))
-        results.append(entry)
-    return build(response_of(request), throttle_time=0, responses=results)
+    def alter(resource: Any) -> None:
+        # Only DELETE may carry a null value; Kafka refuses the others before anything else is looked at.
+        refuse_null_values([c.name for c in resource.configs if c.config_operation != DELETE and c.value is None])
+        if resource.resource_type == TOPIC:
+            _alter_topic(ctx, resource, request.validate_only)
+        elif resource.resource_type == BROKER:
+            _alter_broker(ctx, resource, request.validate_only)
+        elif resource.resource_type == GROUP:
+            _alter_group(ctx, resource, request.validate_only)
+        elif resource.resource_type == BROKER_LOGGER:
+            raise invalid_request("broker loggers cannot be altered: minikafka has no log4j loggers")
+        else:
+            raise invalid_request(f"Unknown resource type {resource.resource_type}")
+
+    return alter_each_resource(ctx, request, alter)
