@@ -452,10 +452,7 @@ class PartitionLog:
 
     def _undo_append(self, segment: LogSegment, mark: SegmentMark, producer_id: int,
                      previous: ProducerStateEntry | None) -> None:
-        if previous is None:
-            self.producer_state.entries.pop(producer_id, None)
-        else:
-            self.producer_state.entries[producer_id] = previous
+        self.producer_state.restore(producer_id, previous)
         self._on_disk(lambda: segment.rewind(mark))
 
     def collect_aborted(self, start: int, end: int) -> list[AbortedTxn]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -203,7 +204,11 @@ class VerificationGuard:
 class ProducerStateManager:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.entries: dict[int, ProducerStateEntry] = {}
+        self._entries: dict[int, ProducerStateEntry] = {}
+        # Kafka's ongoingTxns: first offset of each open transaction by producer, so the last stable
+        # offset is found per fetch without walking every producer that ever wrote here.
+        self._ongoing: dict[int, int] = {}
+        self._first_unstable: int | None = None
         # Kafka's VerificationStateEntry per producer: in memory only, as in Kafka
         self._verification: dict[int, VerificationGuard] = {}
 
@@ -218,31 +223,60 @@ class ProducerStateManager:
         """A marker ended the producer's transaction here (or one started): the guard is spent."""
         self._verification.pop(producer_id, None)
 
+    @property
+    def entries(self) -> Mapping[int, ProducerStateEntry]:
+        """Every producer's state; changed only through `update`, `restore` and the bulk operations."""
+        return self._entries
+
+    def _replace_all(self, entries: dict[int, ProducerStateEntry]) -> None:
+        self._entries = entries
+        self._ongoing = {pid: entry.current_txn_first_offset for pid, entry in entries.items()
+                         if entry.current_txn_first_offset >= 0}
+        self._first_unstable = min(self._ongoing.values(), default=None)
+
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
-        return self.entries.get(producer_id)
+        return self._entries.get(producer_id)
 
     def prepare_update(self, producer_id: int, *, validate: bool = True) -> ProducerAppendInfo:
-        return ProducerAppendInfo(producer_id, self.entries.get(producer_id), validate=validate)
+        return ProducerAppendInfo(producer_id, self._entries.get(producer_id), validate=validate)
 
     def update(self, info: ProducerAppendInfo) -> None:
-        self.entries[info.producer_id] = info.entry
+        self.restore(info.producer_id, info.entry)
+
+    def restore(self, producer_id: int, entry: ProducerStateEntry | None) -> None:
+        """Set (None: forget) one producer's state, as an append or the undo of a failed one does."""
+        if entry is None:
+            self._entries.pop(producer_id, None)
+        else:
+            self._entries[producer_id] = entry
+        first_offset = entry.current_txn_first_offset if entry is not None else -1
+        previous = self._ongoing.get(producer_id)
+        if first_offset == (-1 if previous is None else previous):
+            return
+        if first_offset >= 0:
+            self._ongoing[producer_id] = first_offset
+            if self._first_unstable is None or first_offset < self._first_unstable:
+                self._first_unstable = first_offset
+        else:
+            del self._ongoing[producer_id]
+        if previous is not None and previous == self._first_unstable:
+            self._first_unstable = min(self._ongoing.values(), default=None)
 
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest open transaction: the last stable offset can't pass it."""
-        open_txns = [e.current_txn_first_offset for e in self.entries.values() if e.current_txn_first_offset >= 0]
-        return min(open_txns) if open_txns else None
+        return self._first_unstable
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> list[int]:
         """Forget producers idle longer than producer.id.expiration.ms and with no open transaction."""
-        expired = [pid for pid, entry in self.entries.items()
+        expired = [pid for pid, entry in self._entries.items()
                    if entry.current_txn_first_offset < 0 and now_ms - entry.last_timestamp >= expiration_ms]
         for pid in expired:
-            del self.entries[pid]
+            del self._entries[pid]  # not in `_ongoing`: only producers with no open transaction expire
         return expired
 
     def truncate_and_reload(self, log_start: int, log_end: int) -> None:
         """Drop state for offsets outside [log_start, log_end) (retention, truncation)."""
-        self.entries = {pid: e for pid, e in self.entries.items() if log_start <= e.last_offset < log_end}
+        self._replace_all({pid: e for pid, e in self._entries.items() if log_start <= e.last_offset < log_end})
 
     # --- snapshots -----------------------------------------------------------------------
 
@@ -289,13 +323,13 @@ class ProducerStateManager:
                 continue
             path = self.snapshot_path(offset)
             try:
-                self.entries = read_snapshot(path)
+                self._replace_all(read_snapshot(path))
                 return offset
             except CorruptSnapshot as exc:
                 _log.warning("ignoring corrupt producer snapshot; rebuilding from the log", path=str(path),
                              reason=str(exc))
                 path.unlink(missing_ok=True)
-        self.entries = {}
+        self._replace_all({})
         return None
 
 

@@ -161,3 +161,38 @@ def test_corrupt_snapshot_is_skipped(tmp_path: Path) -> None:
     loaded = ProducerStateManager(tmp_path)
     assert loaded.load_latest_snapshot(10) == 1
     assert not newest.exists()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["data", "txn", "commit", "abort", "undo", "truncate", "reload"]),
+                          st.integers(0, 5)), min_size=1, max_size=60))
+def test_first_unstable_offset_is_the_oldest_open_transaction(tmp_path_factory: pytest.TempPathFactory,
+                                                              steps: list[tuple[str, int]]) -> None:
+    """The kept index of open transactions agrees with a walk over every producer after each step."""
+    manager = ProducerStateManager(tmp_path_factory.mktemp("ps"))
+    offset = 0
+    for action, pid in steps:
+        before = manager.last_entry(pid)
+        if action in ("data", "txn"):
+            transactional = action == "txn"
+            info = manager.prepare_update(pid, validate=False)
+            info.append_data_batch(0, 0, 0, offset, offset, offset, transactional, check_sequence=False)
+            manager.update(info)
+        elif action in ("commit", "abort"):
+            info = manager.prepare_update(pid, validate=False)
+            info.append_end_txn_marker(0, 0, offset, action == "commit", offset)
+            manager.update(info)
+        elif action == "undo":
+            info = manager.prepare_update(pid, validate=False)
+            info.append_data_batch(0, 0, 0, offset, offset, offset, True, check_sequence=False)
+            manager.update(info)
+            manager.restore(pid, before)  # a write that failed on disk is taken back
+        elif action == "truncate":
+            manager.truncate_and_reload(offset // 2, offset)
+        elif action == "reload":
+            manager.take_snapshot(offset)
+            manager.load_latest_snapshot(offset)
+        offset += 1
+        open_firsts = [entry.current_txn_first_offset for entry in manager.entries.values()
+                       if entry.current_txn_first_offset >= 0]
+        assert manager.first_unstable_offset() == (min(open_firsts) if open_firsts else None)
