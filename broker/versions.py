@@ -11,6 +11,9 @@ from v0 although it refuses v0-2 (KIP-896; kept for old librdkafka, KAFKA-18659)
 accepts v3 and up in every profile, so only what is advertised differs, as in Kafka. The KIP-848 APIs
 (ConsumerGroupHeartbeat 68, ConsumerGroupDescribe 69) are listed from 4.0 only: 3.7-3.9 brokers
 advertised v0 of both while the protocol was an opt-in preview, which the 3.x profiles do not offer.
+Kafka 4.1 serves Produce v13 (topics by id) but keeps OffsetCommit and OffsetFetch v10 (topics by id)
+unstable, advertised only under `unstable.api.versions.enable` (KAFKA-14690/14691; stable from 4.2), so
+its rows stop at v9 as its broker's answer does.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ Behavior:
   records to the group's `__consumer_offsets` partition.
 Version notes: v2-4 carry retention_time (-1: broker default); a set retention writes a v1 value
 with an expire timestamp, as Kafka did. v6 adds committed_leader_epoch, v7 group.instance.id.
-v10 (topics by id only) is not served: Kafka 4.1 advertises up to v9.
+v10 (topics by id only) is not served: Kafka 4.1 keeps it unstable (advertised only with
+unstable.api.versions.enable) and advertises up to v9; it became stable in 4.2.
 """
 
 from __future__ import annotations

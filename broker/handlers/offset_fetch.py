@@ -10,7 +10,8 @@ Behavior:
   group's error); a classic group ignores them (ClassicGroup.validateOffsetFetch only refuses a Dead
   group).
 Version notes: v2+ has a top-level error code; v5 adds committed_leader_epoch; v8 batches groups.
-v10 (topics by id) is not served: Kafka 4.1 advertises up to v9.
+v10 (topics by id) is not served: Kafka 4.1 keeps it unstable (advertised only with
+unstable.api.versions.enable) and advertises up to v9; it became stable in 4.2.
 """
 
 from __future__ import annotations

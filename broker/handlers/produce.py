@@ -1,4 +1,4 @@
-"""Produce: v3-12 accepted; v0-12 advertised.
+"""Produce: v3-13 accepted; v0-13 advertised.
 
 Behavior:
 - Each partition's records must be exactly one v2 record batch (Kafka's rule for v3+): none, more
@@ -13,8 +13,14 @@ Behavior:
   record's index in its batch and Kafka's LogValidator message) and Kafka's `error_message`.
 - Writing to an internal topic is INVALID_TOPIC_EXCEPTION; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION
   (auto-creation happens through Metadata, which clients send first).
+- v13 (KIP-516) names topics by id only. An id this broker does not know (never created, deleted, the
+  old id of a topic since re-created under its name, or the zero id) is UNKNOWN_TOPIC_ID on each of
+  its partitions, with no error message, as Kafka 4.1's handleProduceRequest answers; the response
+  echoes the requested id. The id is resolved once per request, so a client holding the old id of a
+  re-created topic never writes into the new topic. A known id with a missing partition is
+  UNKNOWN_TOPIC_OR_PARTITION, as by name.
 Version notes: v0-2 are advertised (librdkafka disables compression features otherwise, KAFKA-18659)
-but, as in Kafka 4, not accepted. v13 (topic ids) is not advertised.
+but, as in Kafka 4, not accepted.
 - Idempotent batches get Kafka's sequence checks and de-duplication (storage/producer_state.py);
   transactional batches must be for a partition added to the producer's ongoing transaction
   (INVALID_TXN_STATE otherwise), as Kafka's transaction.partition.verification.enable does.
@@ -45,8 +51,9 @@ from .common import partition_log, response_of
 from .end_txn import client_transaction_version
 
 API_KEY = ApiKey.PRODUCE
-VERSIONS = VersionRange(3, 12)
-ADVERTISED_VERSIONS = VersionRange(0, 12)
+VERSIONS = VersionRange(3, 13)
+ADVERTISED_VERSIONS = VersionRange(0, 13)
+TOPIC_IDS_FROM = 13
 # Kafka's ReplicaManager: coordinator errors an older producer would not retry become one it does
 _RETRIABLE_AS_NOT_ENOUGH_REPLICAS = frozenset({ErrorCode.concurrent_transactions,
                                                ErrorCode.coordinator_load_in_progress,
@@ -77,6 +84,14 @@ def _add_partition_implicitly(services: Any, transactional_id: str | None, heade
         raise
 
 
+def _topic_name(ctx: RequestContext, topic: Any, by_id: bool) -> str | None:
+    """The name a produce topic entry addresses now; None for an id this broker does not know."""
+    if not by_id:
+        return topic.name  # type: ignore[no-any-return]
+    meta = ctx.services.logs.topic_by_id(topic.topic_id)
+    return meta.name if meta is not None else None
+
+
 def validate_batch(records: bytes | None) -> BatchHeader:
     """The single v2 batch of a produce partition, with its header and CRC checked."""
     if not records:
@@ -104,41 +119,51 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     implicit_add = client_transaction_version(ctx, request.__version__, 12) >= 2
     failed = False
     topics = []
+    by_id = request.__version__ >= TOPIC_IDS_FROM
     for topic in request.topic_data:
+        name = _topic_name(ctx, topic, by_id)
         results = []
         for part in topic.partition_data:
             result: dict[str, Any] = {"index": part.index, "base_offset": -1, "log_append_time": -1,
                                       "log_start_offset": -1}
+            if name is None:
+                failed = True
+                result.update(error_code=ErrorCode.unknown_topic_id, error_message=None)
+                ctx.log.info("produce rejected", topic_id=str(topic.topic_id), partition=part.index,
+                             error=ErrorCode.unknown_topic_id.name)
+                results.append(result)
+                continue
             try:
                 if acks not in (-1, 0, 1):
                     raise KafkaError("acks must be -1, 0 or 1", code=ErrorCode.invalid_required_acks)
-                log = partition_log(ctx, topic.name, part.index)
-                meta = services.logs.topic(topic.name)
+                log = partition_log(ctx, name, part.index)
+                meta = services.logs.topic(name)
                 if meta is not None and meta.internal:
-                    raise InvalidTopic(f"cannot produce to internal topic {topic.name}")
+                    raise InvalidTopic(f"cannot produce to internal topic {name}")
                 header = validate_batch(part.records)
                 guard = None
                 if header.is_transactional:
                     guard = log.producer_state.start_verification(header.producer_id)
                     if implicit_add:
-                        _add_partition_implicitly(services, request.transactional_id, header, topic.name, part.index)
+                        _add_partition_implicitly(services, request.transactional_id, header, name, part.index)
                     else:
                         services.transactions.verify_partition(request.transactional_id, header.producer_id,
-                                                               header.producer_epoch, topic.name, part.index)
+                                                               header.producer_epoch, name, part.index)
                 appended = log.append(part.records, now_ms, [(0, header)], verification_guard=guard)
-                services.waiters.notify((topic.name, part.index))
+                services.waiters.notify((name, part.index))
                 result.update(base_offset=appended.base_offset, log_append_time=appended.log_append_time,
                               log_start_offset=appended.log_start_offset)
             except Exception as exc:
                 failed = True
-                result.update(error_fields(ctx, exc, topic=topic.name, partition=part.index))
+                result.update(error_fields(ctx, exc, topic=name, partition=part.index))
                 if isinstance(exc, RecordValidationError):
                     result["record_errors"] = [{"batch_index": index, "batch_index_error_message": message}
                                                for index, message in exc.record_errors]
-                ctx.log.info("produce rejected", topic=topic.name, partition=part.index,
+                ctx.log.info("produce rejected", topic=name, partition=part.index,
                              error=result["error_code"].name, reason=str(exc))
             results.append(result)
-        topics.append({"name": topic.name, "partition_responses": results})
+        # `build` keeps the one the version has: the name up to v12, the id (as requested) from v13.
+        topics.append({"name": name, "topic_id": getattr(topic, "topic_id", None), "partition_responses": results})
     if acks == 0:
         if failed:
             raise CloseConnection("acks=0 produce failed", bad_input=False)

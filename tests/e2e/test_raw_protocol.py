@@ -59,7 +59,7 @@ def test_api_versions_v0_to_v3(broker: BrokerProcess) -> None:
     wire.send(encode_request(1, ApiVersionsV0()))
     _corr, v0 = decode_response(wire.receive(), 18, 0)
     keys = {k.api_key: (k.min_version, k.max_version) for k in v0.api_keys}
-    assert keys[18] == (0, 4) and keys[0] == (0, 12) and keys[1] == (4, 18)
+    assert keys[18] == (0, 4) and keys[0] == (0, 13) and keys[1] == (4, 18)
     wire.send(encode_request(2, ApiVersionsV3(client_software_name="t", client_software_version="1")))
     frame = wire.receive()
     corr, v3 = decode_response(frame, 18, 3)

@@ -144,10 +144,9 @@ def test_confluent_round_trip(broker_factory, profile: str) -> None:
 
 
 # kafka-python names a broker by the newest version of one API it serves (infer_broker_version_from_api_versions).
-# It tells 3.9 by Fetch v17, 4.0 by ListOffsets v10 and 4.1 by Produce v13 (topic ids), which minikafka does not
-# implement: the 4.1 profile is seen as 4.0.
+# It tells 3.9 by Fetch v17, 4.0 by ListOffsets v10 and 4.1 by Produce v13 (topic ids).
 @pytest.mark.parametrize(("profile", "detected"), [("2.8", (2, 8)), ("3.0", (3, 0)), ("3.x", (3, 9)),
-                                                   ("4.0", (4, 0)), ("4.1", (4, 0))])
+                                                   ("4.0", (4, 0)), ("4.1", (4, 1))])
 def test_kafka_python_detects_the_release(broker_factory, profile: str, detected: tuple[int, int]) -> None:
     broker = broker_factory(**{VERSION_KEY: profile})
     client = KafkaNetClient(bootstrap_servers=broker.bootstrap)
