@@ -11,6 +11,8 @@ Behavior (Kafka 4's ControllerApis.deleteTopics):
   since re-created under its name) UNKNOWN_TOPIC_ID with a null name.
   delete.topic.enable=false gives TOPIC_DELETION_DISABLED.
 - A deleted topic's id is gone for good: re-creating the name makes a new id (storage/manager.py).
+- Every group's committed offsets of the topic are deleted with it (tombstones in __consumer_offsets),
+  as Kafka's group coordinator does on partition deletion.
 Simplifications: internal topics (__consumer_offsets, __transaction_state) are refused with
 INVALID_TOPIC_EXCEPTION, because deleting them would lose coordinator state.
 """
@@ -84,6 +86,7 @@ def _delete(ctx: RequestContext, meta: TopicMeta) -> None:
     if meta.internal:
         raise InvalidTopic(f"internal topic {meta.name} cannot be deleted")
     ctx.services.logs.delete_topic(meta.name)
+    ctx.services.groups.on_topic_deleted(meta.name)
     ctx.log.info("deleted topic", topic=meta.name, topic_id=str(meta.topic_id))
 
 

@@ -256,3 +256,12 @@ class GroupCoordinator:
         }
         self._metadata.delete_offsets(group_id, [tp for tp, error in results.items() if error is ErrorCode.none])
         return ErrorCode.none, results
+
+    def on_topic_deleted(self, topic: str) -> None:
+        """Kafka's onPartitionsDeleted: every group's committed offsets of a deleted topic are tombstoned,
+        so a group does not resume a topic re-created under the same name at the old topic's offsets."""
+        offsets = self._metadata.offsets
+        for group_id in offsets.groups():
+            partitions = [tp for tp in offsets.partitions(group_id) if tp[0] == topic]
+            if partitions:
+                self._metadata.delete_offsets(group_id, partitions)
