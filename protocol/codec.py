@@ -108,13 +108,30 @@ def encode_body(body: Any) -> bytes:
     return buffer.getvalue()
 
 
+# Bodies answered again and again unchanged (ApiVersions), by identity, with their encoding. The body is
+# kept alive here, so its id cannot be reused by another object.
+_encoded_once: dict[int, tuple[Any, bytes]] = {}
+_ENCODED_ONCE_LIMIT = 256
+
+
+def encode_once(body: Any) -> Any:
+    """Keep `body`'s encoding for every later `encode_response` of this very object; returns `body`.
+    For immutable answers that are large to encode and sent often; bounded, oldest forgotten first."""
+    if id(body) not in _encoded_once:
+        if len(_encoded_once) >= _ENCODED_ONCE_LIMIT:
+            del _encoded_once[next(iter(_encoded_once))]
+        _encoded_once[id(body)] = (body, encode_body(body))
+    return body
+
+
 def encode_response(correlation_id: int, body: Any) -> bytes:
     """Encode a whole response frame: size, response header, body.
 
     ApiVersions always uses response header v0 (KIP-511), whatever its version, so a client that
     does not know our flexible versions can still read the error code.
     """
-    payload = encode_body(body)
+    kept = _encoded_once.get(id(body))
+    payload = kept[1] if kept is not None and kept[0] is body else encode_body(body)
     flexible_header = body.__flexible__ and body.__api_key__ != ApiKey.API_VERSIONS
     if flexible_header:
         return _SIZE_AND_CORRELATION.pack(len(payload) + 5, correlation_id) + _EMPTY_TAGS + payload
