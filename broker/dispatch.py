@@ -18,8 +18,8 @@ response cannot be encoded either (one warning line from the connection, no trac
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
+from time import perf_counter_ns
 from typing import Any
 
 from minikafka.protocol.api_keys import ApiKey, api_name
@@ -53,25 +53,21 @@ class CloseConnection(Exception):
 
 
 def _api_versions_fallback(ctx_registry_versions: list[tuple[int, int, int]], correlation_id: int,
-                           seen: _Seen | None) -> bytes:
+                           seen: list[Any] | None) -> bytes:
     body: Any = build(
         response_class(ApiKey.API_VERSIONS, 0),
         error_code=ErrorCode.unsupported_version,
         api_keys=[{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in ctx_registry_versions],
     )
     if seen is not None:
-        seen.response = body
+        seen[_RESPONSE] = body
     return encode_response(correlation_id, body)
 
 
-class _Seen:
-    """What an observed request decoded to and was answered with."""
-
-    __slots__ = ("request", "response")
-
-    def __init__(self) -> None:
-        self.request: Any = None
-        self.response: Any = None
+# `seen`, when observers are registered: [request body, response body], filled in by _dispatch. A list of
+# two rather than an object: it is made for every request of every broker (the default observers).
+_REQUEST = 0
+_RESPONSE = 1
 
 
 async def dispatch(frame: bytes, make_context: Callable[[int, int, int, str | None], RequestContext]) -> bytes | None:
@@ -79,34 +75,33 @@ async def dispatch(frame: bytes, make_context: Callable[[int, int, int, str | No
     peeked = peek_header(frame)
     # The registry lives in the services every context carries; build a bare context to reach it.
     ctx = make_context(peeked.api_key, peeked.api_version, peeked.correlation_id, None)
-    observers = ctx.services.observers
+    services = ctx.services
+    observers = services.observers
     if not observers.exchanges:
         return await _dispatch(frame, peeked, ctx, None)
-    seen = _Seen()
-    time_ms = ctx.services.clock.now_ms()
+    seen: list[Any] = [None, None]
+    time_ms = services.clock.now_ms()
     # Latency is how long this host took, not broker time: under a manual clock it must still move.
-    started = time.perf_counter_ns()
+    started = perf_counter_ns()
     try:
         answer = await _dispatch(frame, peeked, ctx, seen)
     except (CloseConnection, InvalidRequest) as exc:
-        observers.notify(_exchange(ctx, peeked, frame, seen, time_ms, started, None, CLOSED, str(exc)))
+        observers.notify(Exchange(
+            time_ms, ctx.node.node_id, ctx.connection_id, ctx.peer, ctx.client_id, peeked.api_key,
+            peeked.api_version, peeked.correlation_id, perf_counter_ns() - started, len(frame), 0, CLOSED,
+            seen[_REQUEST], None, str(exc)))
         raise
-    observers.notify(_exchange(ctx, peeked, frame, seen, time_ms, started, answer,
-                               NO_RESPONSE if answer is None else ANSWERED, None))
+    # Positional, in Exchange's field order: this runs for every request of every broker, and keyword
+    # arguments make building the dataclass three times as dear.
+    answered = answer is not None
+    observers.notify(Exchange(
+        time_ms, ctx.node.node_id, ctx.connection_id, ctx.peer, ctx.client_id, peeked.api_key, peeked.api_version,
+        peeked.correlation_id, perf_counter_ns() - started, len(frame), len(answer) - 4 if answer is not None else 0,
+        ANSWERED if answered else NO_RESPONSE, seen[_REQUEST], seen[_RESPONSE] if answered else None, None))
     return answer
 
 
-def _exchange(ctx: RequestContext, peeked: PeekedHeader, frame: bytes, seen: _Seen, time_ms: int, started: int,
-              answer: bytes | None, outcome: str, close_reason: str | None) -> Exchange:
-    return Exchange(
-        time_ms=time_ms, node_id=ctx.node.node_id, connection_id=ctx.connection_id, peer=ctx.peer,
-        client_id=ctx.client_id, api_key=peeked.api_key, api_version=peeked.api_version,
-        correlation_id=peeked.correlation_id, latency_ns=time.perf_counter_ns() - started,
-        request_bytes=len(frame), response_bytes=0 if answer is None else len(answer) - 4, outcome=outcome,
-        request=seen.request, response=seen.response if answer is not None else None, close_reason=close_reason)
-
-
-async def _dispatch(frame: bytes, peeked: PeekedHeader, ctx: RequestContext, seen: _Seen | None) -> bytes | None:
+async def _dispatch(frame: bytes, peeked: PeekedHeader, ctx: RequestContext, seen: list[Any] | None) -> bytes | None:
     registry = ctx.services.registry
     route = registry.route(peeked.api_key)
     if route is None:
@@ -121,7 +116,7 @@ async def _dispatch(frame: bytes, peeked: PeekedHeader, ctx: RequestContext, see
     decoded = decode_request(frame, peeked.api_key, peeked.api_version)
     ctx.client_id = decoded.client_id
     if seen is not None:
-        seen.request = decoded.body
+        seen[_REQUEST] = decoded.body
     if decoded.trailing_bytes:
         ctx.log.debug("ignoring trailing request bytes", count=decoded.trailing_bytes)
     try:
@@ -134,7 +129,7 @@ async def _dispatch(frame: bytes, peeked: PeekedHeader, ctx: RequestContext, see
         if response is None:
             return None
         if seen is not None:
-            seen.response = response
+            seen[_RESPONSE] = response
         return encode_response(peeked.correlation_id, response)
     except CloseConnection:
         raise
@@ -150,7 +145,7 @@ async def _dispatch(frame: bytes, peeked: PeekedHeader, ctx: RequestContext, see
             body = error_response(decoded.body, code, error_message_for(exc))
             answer = encode_response(peeked.correlation_id, body)
             if seen is not None:
-                seen.response = body
+                seen[_RESPONSE] = body
             return answer
         except Exception as unanswerable:
             # The request's own values may not fit its response schema (a null where the response

@@ -34,6 +34,8 @@ LATENCY_BUCKETS_MS: tuple[float, ...] = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 
                                          10000, 30000)
 UNKNOWN_API = "Unknown"
 UNSUPPORTED_VERSION = "unsupported"
+# The same bounds in nanoseconds: a request's latency is compared as the integer it was measured as.
+_LATENCY_BUCKETS_NS: tuple[int, ...] = tuple(round(bound * 1_000_000) for bound in LATENCY_BUCKETS_MS)
 _SIZE_PREFIX = 4  # bytes counted as on the wire: each frame with its size prefix
 
 _ERROR_NAMES: dict[int, str] = {int(code): code.name.upper() for code in ErrorCode}
@@ -58,42 +60,62 @@ def error_name(code: int) -> str:
 class ApiStats:
     """The counts of one API (one `request` label)."""
 
-    __slots__ = ("bytes_in", "bytes_out", "errors", "latency_buckets", "latency_sum_ms", "name", "requests")
+    __slots__ = ("_versions", "bytes_in", "bytes_out", "errors", "latency_buckets", "latency_sum_ns", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.requests: dict[str, int] = {}  # version label -> requests
+        self._versions: dict[str, _Slot] = {}  # version label -> its counter
         self.errors: dict[int, int] = {}  # error code -> occurrences in responses
         self.latency_buckets = [0] * (len(LATENCY_BUCKETS_MS) + 1)  # not cumulative; the last is +Inf
-        self.latency_sum_ms = 0.0
+        self.latency_sum_ns = 0
         self.bytes_in = 0
         self.bytes_out = 0
+
+    def slot(self, version: str) -> _Slot:
+        found = self._versions.get(version)
+        if found is None:
+            found = self._versions[version] = _Slot(self, version)
+        return found
+
+    @property
+    def requests(self) -> dict[str, int]:
+        """Version label -> requests."""
+        return {version: slot.requests for version, slot in self._versions.items()}
+
+    @property
+    def latency_sum_ms(self) -> float:
+        return self.latency_sum_ns / 1e6
 
 
 class _Slot:
     """Where one (api key, version) pair is counted, looked up once per request."""
 
-    __slots__ = ("stats", "version")
+    __slots__ = ("requests", "stats", "version")
 
     def __init__(self, stats: ApiStats, version: str) -> None:
         self.stats = stats
         self.version = version
+        self.requests = 0
 
 
-# A response class -> where its error codes are: (field, None) for an error code field, (field, plan of
-# the nested entity or of each element) for an entity or an array of entities holding error codes.
-_Plan = tuple[tuple[str, "_Plan | None"], ...]
+# A response class -> where its error codes are: (field, None, False) for an error code field, (field, plan of
+# the nested entity, is an array) for an entity or an array of entities holding error codes.
+_Plan = tuple[tuple[str, "_Plan | None", bool], ...]
 _plans: dict[type, _Plan] = {}
+_ErrorCounter = Callable[[Any, dict[int, int]], None]
+# A response class -> a function counting its error codes, compiled from its plan (see _compile).
+_counters: dict[type, _ErrorCounter] = {}
 
 
-def _entity_class(hint: Any) -> type | None:
-    """The entity class a field holds, itself or as the elements of an array; None for a plain value."""
+def _entity_class(hint: Any) -> tuple[type | None, bool]:
+    """The entity class a field holds, itself or as the elements of an array (None for a plain value), and
+    whether it is an array."""
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     if typing.get_origin(hint) in (typing.Union, types.UnionType) and args:
         hint = args[0]
     is_array = typing.get_origin(hint) is tuple
     inner = typing.get_args(hint)[0] if is_array else hint
-    return inner if isinstance(inner, type) and dataclasses.is_dataclass(inner) else None
+    return (inner if isinstance(inner, type) and dataclasses.is_dataclass(inner) else None), is_array
 
 
 def _plan(cls: type) -> _Plan:
@@ -101,41 +123,65 @@ def _plan(cls: type) -> _Plan:
     if found is not None:
         return found
     hints = typing.get_type_hints(cls)
-    steps: list[tuple[str, _Plan | None]] = []
+    steps: list[tuple[str, _Plan | None, bool]] = []
     for f in dataclasses.fields(cls):
         if f.metadata.get("kafka_type") == "error_code":
-            steps.append((f.name, None))
+            steps.append((f.name, None, False))
             continue
-        element = _entity_class(hints[f.name])
+        element, is_array = _entity_class(hints[f.name])
         if element is not None:
             nested = _plan(element)
             if nested:
-                steps.append((f.name, nested))
+                steps.append((f.name, nested, is_array))
     plan = tuple(steps)
     _plans[cls] = plan
     return plan
 
 
-def _count_codes(entity: Any, plan: _Plan, counts: dict[int, int]) -> None:
-    for name, nested in plan:
-        value = getattr(entity, name)
-        if nested is None:
-            counts[value] = counts.get(value, 0) + 1
-        elif isinstance(value, tuple):
-            for element in value:
-                _count_codes(element, nested, counts)
-        elif value is not None:
-            _count_codes(value, nested, counts)
+def _compile(plan: _Plan) -> _ErrorCounter:
+    """A function adding the error codes `plan` locates to a dict, as straight-line code with one loop per
+    array level. Every response of every request goes through it, and a generic walk (a call per entity, a
+    getattr by name per field) costs several times more; the names are kio's dataclass field names."""
+    lines = ["def count(v0, counts):"]
+
+    def emit(steps: _Plan, var: str, depth: int) -> None:
+        indent = "    " * depth
+        for name, nested, is_array in steps:
+            if nested is None:
+                lines.append(f"{indent}code = {var}.{name}")
+                lines.append(f"{indent}counts[code] = counts.get(code, 0) + 1")
+                continue
+            inner = f"v{depth}"
+            if is_array:
+                lines.append(f"{indent}for {inner} in {var}.{name} or ():")
+            else:
+                lines.append(f"{indent}{inner} = {var}.{name}")
+                lines.append(f"{indent}if {inner} is not None:")
+            emit(nested, inner, depth + 1)
+
+    emit(plan, "v0", 1)
+    if len(lines) == 1:
+        lines.append("    pass")
+    namespace: dict[str, Any] = {}
+    exec("\n".join(lines), namespace)  # the source is built above from dataclass field names only
+    counter: _ErrorCounter = namespace["count"]
+    return counter
+
+
+def _counter(cls: type) -> _ErrorCounter:
+    counter = _counters.get(cls)
+    if counter is None:
+        counter = _counters[cls] = _compile(_plan(cls))
+    return counter
 
 
 def count_error_codes(response: Any, counts: dict[int, int]) -> None:
     """Add every error code in a kio response to `counts`, NONE included, as Kafka's
     AbstractResponse.errorCounts feeds its ErrorsPerSec: a Produce to three partitions counts three."""
-    plan = _plans.get(type(response))
-    if plan is None:
-        plan = _plan(type(response))
-    if plan:
-        _count_codes(response, plan, counts)
+    counter = _counters.get(type(response))
+    if counter is None:
+        counter = _counter(type(response))
+    counter(response, counts)
 
 
 @dataclass(slots=True)
@@ -155,7 +201,7 @@ class BrokerMetrics:
     open_connections: Callable[[], int] | None = None
     # The Prometheus registry of this broker, made at the first scrape (broker/prometheus.py).
     registry: Any = None
-    _slots: dict[tuple[int, int], _Slot] = field(default_factory=dict)
+    _slots: dict[int, _Slot] = field(default_factory=dict)
 
     def count_unexpected(self, api: str) -> None:
         self.unexpected_errors[api] += 1
@@ -165,19 +211,23 @@ class BrokerMetrics:
 
     def observe(self, exchange: Exchange) -> None:
         """The exchange observer: count one request/response pair."""
-        slot = self._slots.get((exchange.api_key, exchange.api_version))
+        slot = self._slots.get((exchange.api_key << 16) + exchange.api_version)
         if slot is None:
             slot = self._slot(exchange.api_key, exchange.api_version)
+        slot.requests += 1
         stats = slot.stats
-        stats.requests[slot.version] = stats.requests.get(slot.version, 0) + 1
-        latency_ms = exchange.latency_ns / 1e6
-        stats.latency_buckets[bisect_left(LATENCY_BUCKETS_MS, latency_ms)] += 1
-        stats.latency_sum_ms += latency_ms
+        latency_ns = exchange.latency_ns
+        stats.latency_buckets[bisect_left(_LATENCY_BUCKETS_NS, latency_ns)] += 1
+        stats.latency_sum_ns += latency_ns
         stats.bytes_in += exchange.request_bytes + _SIZE_PREFIX
         if exchange.outcome == ANSWERED:
             stats.bytes_out += exchange.response_bytes + _SIZE_PREFIX
-            if exchange.response is not None:
-                count_error_codes(exchange.response, stats.errors)
+            response = exchange.response
+            if response is not None:
+                counter = _counters.get(type(response))
+                if counter is None:
+                    counter = _counter(type(response))
+                counter(response, stats.errors)
 
     def _slot(self, api_key: int, api_version: int) -> _Slot:
         name = kafka_request_name(api_key)
@@ -186,6 +236,7 @@ class BrokerMetrics:
             stats = self.apis[name] = ApiStats(name)
         if name == UNKNOWN_API or api_version not in kio_range(api_key):
             # Not cached: the key space a client can send is unbounded, the label values are not.
-            return _Slot(stats, UNSUPPORTED_VERSION)
-        slot = self._slots[(api_key, api_version)] = _Slot(stats, str(api_version))
+            return stats.slot(UNSUPPORTED_VERSION)
+        # Both are int16 on the wire, so (key << 16) + version is one int per pair: no tuple per request.
+        slot = self._slots[(api_key << 16) + api_version] = stats.slot(str(api_version))
         return slot
