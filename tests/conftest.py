@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from minikafka.testing.broker import wait_for_exit
 
 READY_DEADLINE_S = 20.0
 
@@ -72,7 +73,7 @@ class BrokerProcess:
             return self.process.returncode if self.process else 0
         self.process.send_signal(signal.SIGTERM)
         try:
-            return self.process.wait(timeout)
+            return wait_for_exit(self.process, timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(5)
@@ -81,7 +82,7 @@ class BrokerProcess:
     def kill9(self) -> None:
         if self.process is not None and self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
+            wait_for_exit(self.process, 10)
 
     def restart(self, *, hard: bool = False, **overrides: str) -> BrokerProcess:
         if hard:
