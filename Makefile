@@ -61,8 +61,10 @@ bench: $(STAMP)
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/trace_cost.py
 	$(BIN)/python bench/metrics_cost.py
+	$(BIN)/python bench/observe_cost.py
 	$(BIN)/python bench/pcap_cost.py
 	$(BIN)/python bench/cleaner.py
+	$(BIN)/python bench/shutdown.py --testing
 
 # Hostile load (figures printed, never asserted): many connections, a client that never reads,
 # connections dropped mid-request.

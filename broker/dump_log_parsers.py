@@ -11,6 +11,9 @@ output writes as compact JSON (as Jackson's ObjectNode.toString does) and `--jso
   (type and version are JSON strings there, unlike kafka-console-consumer's formatters), `<DELETE>`
   for a tombstone; a consumer group's member subscription and assignment bytes are decoded as
   ConsumerProtocolSubscription / ConsumerProtocolAssignment, or kept as base64 when they do not parse.
+  The KIP-848 consumer group records (types 3-8 and 16) print as Kafka's generated JSON converters
+  write them: camelCase field names, topic ids as Kafka's base64 Uuid text, tagged fields only when
+  not at their default.
 - TransactionLogParser (`--transaction-log-decoder`), Kafka's TransactionLogMessageParser over
   `__transaction_state`, with the same key/value envelope.
 A record these parsers cannot decode gives Kafka's key text `Unknown record type N at offset O,
@@ -26,14 +29,28 @@ from collections.abc import Callable
 from typing import Protocol
 
 from minikafka.coordinator.group.records import (
+    CONSUMER_GROUP_PARTITION_METADATA,
+    CONSUMER_GROUP_RECORD_TYPES,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    ConsumerGroupValue,
     MemberValue,
+    TopicIdPartitions,
+    decode_consumer_group_value,
     decode_group_value,
+    decode_key,
     decode_offset_value,
 )
 from minikafka.coordinator.transaction.log import KEY_VERSION as TXN_KEY_TYPE
 from minikafka.coordinator.transaction.log import formatter_json
 from minikafka.protocol.errors import CorruptRecord
 from minikafka.protocol.records import Record
+from minikafka.protocol.render import kafka_uuid
 
 
 class Tombstone(str):
@@ -112,12 +129,14 @@ class TransactionLogParser(_CoordinatorParser):
 
 
 class OffsetsParser(_CoordinatorParser):
-    """Only the record types minikafka writes (offset commits, classic group metadata); the KIP-848
-    record types (3 and up) read as unknown, as they would to a Kafka without them."""
+    """The record types minikafka writes: offset commits, classic group metadata, and KIP-848
+    consumer group records; share and streams group records read as unknown."""
 
-    known_types = frozenset({_LEGACY_OFFSET_KEY, _OFFSET_KEY, _GROUP_KEY})
+    known_types = frozenset({_LEGACY_OFFSET_KEY, _OFFSET_KEY, _GROUP_KEY, *CONSUMER_GROUP_RECORD_TYPES})
 
     def decode(self, record_type: int, key: bytes, value: bytes | None) -> tuple[Printed, Printed]:
+        if record_type in CONSUMER_GROUP_RECORD_TYPES:
+            return _consumer_group_record_json(record_type, key, value)
         reader = _Reader(key, 2)
         key_data: dict[str, JsonValue]
         if record_type == _GROUP_KEY:
@@ -130,6 +149,67 @@ class OffsetsParser(_CoordinatorParser):
         version = _value_version(value)
         data = _group_value_json(value, version) if record_type == _GROUP_KEY else _offset_value_json(value, version)
         return key_json, {"version": str(version), "data": data}
+
+
+def _consumer_group_record_json(record_type: int, key: bytes, value: bytes | None) -> tuple[Printed, Printed]:
+    decoded_key = decode_key(key)
+    if not isinstance(decoded_key, ConsumerGroupKey):
+        raise CorruptRecord(f"not a consumer group key: {decoded_key}")
+    key_data: dict[str, JsonValue] = {"groupId": decoded_key.group}
+    if decoded_key.member_id is not None:
+        key_data["memberId"] = decoded_key.member_id
+    if decoded_key.regex is not None:
+        key_data["regularExpression"] = decoded_key.regex
+    key_json: dict[str, JsonValue] = {"type": str(record_type), "data": key_data}
+    if value is None:
+        return key_json, DELETE
+    if record_type == CONSUMER_GROUP_PARTITION_METADATA:
+        raise CorruptRecord("ConsumerGroupPartitionMetadataValue (deprecated) is not decoded")
+    version = _value_version(value)
+    data = _consumer_group_value_json(decode_consumer_group_value(record_type, value))
+    return key_json, {"version": str(version), "data": data}
+
+
+def _topic_id_partitions_json(value: TopicIdPartitions) -> list[JsonValue]:
+    return [{"topicId": kafka_uuid(topic_id), "partitions": list(partitions)} for topic_id, partitions in value]
+
+
+def _consumer_group_value_json(value: ConsumerGroupValue) -> dict[str, JsonValue]:
+    if isinstance(value, ConsumerGroupMetadataValue):
+        data: dict[str, JsonValue] = {"epoch": value.epoch}
+        if value.metadata_hash != 0:
+            data["metadataHash"] = value.metadata_hash
+        return data
+    if isinstance(value, ConsumerGroupMemberMetadataValue):
+        data = {
+            "instanceId": value.instance_id,
+            "rackId": value.rack_id,
+            "clientId": value.client_id,
+            "clientHost": value.client_host,
+            "subscribedTopicNames": list(value.subscribed_topic_names),
+            "subscribedTopicRegex": value.subscribed_topic_regex,
+            "rebalanceTimeoutMs": value.rebalance_timeout_ms,
+            "serverAssignor": value.server_assignor,
+        }
+        if value.classic_protocols is not None:
+            data["classicMemberMetadata"] = {"supportedProtocols": [
+                {"name": name, "metadata": _base64(metadata)} for name, metadata in value.classic_protocols
+            ]}
+        return data
+    if isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
+        return {"assignmentEpoch": value.assignment_epoch}
+    if isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
+        return {"topicPartitions": _topic_id_partitions_json(value.topic_partitions)}
+    if isinstance(value, ConsumerGroupCurrentMemberAssignmentValue):
+        return {
+            "memberEpoch": value.member_epoch,
+            "previousMemberEpoch": value.previous_member_epoch,
+            "state": value.state,
+            "assignedPartitions": _topic_id_partitions_json(value.assigned_partitions),
+            "partitionsPendingRevocation": _topic_id_partitions_json(value.partitions_pending_revocation),
+        }
+    assert isinstance(value, ConsumerGroupRegularExpressionValue)
+    return {"topics": list(value.topics), "version": value.version, "timestamp": value.timestamp}
 
 
 def _offset_value_json(value: bytes, version: int) -> dict[str, JsonValue]:

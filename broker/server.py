@@ -10,6 +10,7 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import structlog
 from minikafka.coordinator.producer_ids import ProducerIdManager
@@ -17,7 +18,6 @@ from minikafka.coordinator.timers import Timers
 from minikafka.storage.clock import Clock, ManualClock, SystemClock, next_periodic_run
 from minikafka.storage.manager import LogManager
 
-from .admin_http import AdminListener
 from .cluster import ClusterView, Node
 from .config import BrokerConfig
 from .connection import Connection
@@ -29,6 +29,9 @@ from .registry import Registry
 from .services import BrokerServices
 from .transactions import make_transaction_coordinator
 from .waiters import AppendWaiters
+
+if TYPE_CHECKING:
+    from .admin_http import AdminListener
 
 _log = structlog.get_logger("minikafka.server")
 
@@ -109,6 +112,7 @@ class BrokerServer:
         cluster = ClusterView(logs.cluster_id, [self.node])
         waiters = AppendWaiters()
         groups = make_group_coordinator(config, logs, self.clock)
+        groups.use_group_configs(dynamic_configs.group_layer)
         producer_ids = ProducerIdManager(config.data_dir)
         self.services = BrokerServices(
             config=config, clock=self.clock, cluster=cluster, logs=logs,
@@ -126,6 +130,8 @@ class BrokerServer:
         self._schedule_maintenance()
         self._maintenance.start()
         if config.admin_port is not None:
+            from .admin_http import AdminListener  # only a broker serving the admin API pays for importing it
+
             self.admin = AdminListener(self.services, config.admin_host, config.admin_port)
             await self.admin.start()
         self._accepting = asyncio.create_task(self._accept_forever(self._listener), name="accept")
@@ -333,6 +339,8 @@ class BrokerServer:
             self._listener.close()
         if self.admin is not None:
             await self.admin.close()
+        if self.services is not None:
+            self.services.waiters.close()  # parked fetches answer now instead of at their max wait
         for connection, task in list(self._connections.values()):
             if connection is None or not connection.busy:
                 task.cancel()

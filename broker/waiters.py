@@ -13,6 +13,17 @@ class AppendWaiters:
 
     def __init__(self) -> None:
         self._waiting: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self._closed = False
+
+    def close(self) -> None:
+        """On shutdown: parked fetches answer now with what they have and later ones do not wait, so a
+        consumer's long poll (fetch.max.wait.ms, 500 ms by default) does not hold the stop. Kafka drops
+        its purgatory's fetches unanswered when its socket server stops; an answer is no worse."""
+        self._closed = True
+        for futures in self._waiting.values():
+            for future in futures:
+                if not future.done():
+                    future.set_result(None)
 
     def notify(self, tp: TopicPartition) -> None:
         futures = self._waiting.pop(tp, None)
@@ -22,8 +33,9 @@ class AppendWaiters:
                     future.set_result(None)
 
     async def wait_any(self, partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
-        """Wait until one of `partitions` gets an append or the timeout passes; True if woken."""
-        if timeout_s <= 0:
+        """Wait until one of `partitions` gets an append or the timeout passes; True if woken by an
+        append, False on the timeout or a shutdown."""
+        if timeout_s <= 0 or self._closed:
             return False
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         keys = list(partitions)
@@ -31,7 +43,7 @@ class AppendWaiters:
             self._waiting.setdefault(tp, set()).add(future)
         try:
             await asyncio.wait_for(asyncio.shield(future), timeout_s)
-            return True
+            return not self._closed
         except TimeoutError:
             return False
         finally:

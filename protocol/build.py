@@ -11,6 +11,7 @@ import dataclasses
 import datetime
 import typing
 import uuid
+from collections.abc import Callable
 from functools import cache
 from typing import Any, TypeVar
 
@@ -90,23 +91,82 @@ def _zero(spec: _FieldSpec) -> Any:
     raise TypeError(f"no zero value for field {spec.name} ({kafka_type})")
 
 
-def _convert(spec: _FieldSpec, value: Any) -> Any:
-    if value is None:
-        return None
-    if spec.is_array:
-        if spec.element is not None:
-            return tuple(v if dataclasses.is_dataclass(v) else build(spec.element, **v) for v in value)
-        return tuple(value)
-    if spec.element is not None and isinstance(value, dict):
-        return build(spec.element, **value)
-    kafka_type = spec.kafka_type
-    if kafka_type == "error_code" and not isinstance(value, ErrorCode):
-        return ErrorCode(int(value))
-    if kafka_type in ("timedelta_i32", "timedelta_i64") and isinstance(value, int):
-        return datetime.timedelta(milliseconds=value)
-    if kafka_type == "datetime_i64" and isinstance(value, int):
-        return _EPOCH + datetime.timedelta(milliseconds=value)
+# --- the per-class plan `build` runs ------------------------------------------------------------
+# Every response goes through `build`, often with nested entities, so each class's fields are
+# worked out once: which need converting (and by which function), and the zero values to fill in.
+
+
+def _entities(element: type) -> Callable[[Any], Any]:
+    def convert(value: Any) -> Any:
+        return tuple(v if type(v) is not dict and dataclasses.is_dataclass(v) else build(element, **v)
+                     for v in value)
+    return convert
+
+
+def _entity(element: type) -> Callable[[Any], Any]:
+    def convert(value: Any) -> Any:
+        return build(element, **value) if isinstance(value, dict) else value
+    return convert
+
+
+def _error_code(value: Any) -> Any:
+    return value if isinstance(value, ErrorCode) else ErrorCode(int(value))
+
+
+_ZERO_DELTA = datetime.timedelta(0)
+_NO_TIMESTAMP = _EPOCH + datetime.timedelta(milliseconds=-1)  # -1: most responses' "none" (log_append_time)
+
+
+def _timedelta(value: Any) -> Any:
+    if isinstance(value, int):
+        return _ZERO_DELTA if value == 0 else datetime.timedelta(milliseconds=value)
     return value
+
+
+def _datetime(value: Any) -> Any:
+    if isinstance(value, int):
+        return _NO_TIMESTAMP if value == -1 else _EPOCH + datetime.timedelta(milliseconds=value)
+    return value
+
+
+def _converter(spec: _FieldSpec) -> Callable[[Any], Any] | None:
+    """How a given value becomes the field's: entities from dicts, ErrorCode from ints, ms to
+    timedelta/datetime, arrays to tuples; None where the value is kept as it is."""
+    if spec.is_array:
+        return _entities(spec.element) if spec.element is not None else tuple
+    if spec.element is not None:
+        return _entity(spec.element)
+    if spec.kafka_type == "error_code":
+        return _error_code
+    if spec.kafka_type in ("timedelta_i32", "timedelta_i64"):
+        return _timedelta
+    if spec.kafka_type == "datetime_i64":
+        return _datetime
+    return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    converters: dict[str, Callable[[Any], Any] | None]  # every field of the class
+    zeros: dict[str, Any]  # the fields without a class default, at their zero values
+    no_zero: frozenset[str]  # fields without a class default nor a zero value: must be given
+
+
+@cache
+def _plan(cls: type) -> _Plan:
+    converters: dict[str, Callable[[Any], Any] | None] = {}
+    zeros: dict[str, Any] = {}
+    no_zero = set()
+    for spec in _specs(cls):
+        converters[spec.name] = _converter(spec)
+        if spec.default is not dataclasses.MISSING:
+            continue
+        try:
+            # kio entities are frozen, so one zero entity can be shared by every response
+            zeros[spec.name] = _zero(spec)
+        except TypeError:
+            no_zero.add(spec.name)
+    return _Plan(converters, zeros, frozenset(no_zero))
 
 
 def build(cls: type[T], **values: Any) -> T:
@@ -114,14 +174,16 @@ def build(cls: type[T], **values: Any) -> T:
 
     Nested entities may be given as dicts; arrays of entities as lists of dicts.
     """
-    kwargs = {}
-    for spec in _specs(cls):  # type: ignore[arg-type]  # classes hash by identity
-        if spec.name in values:
-            kwargs[spec.name] = _convert(spec, values[spec.name])
-        elif spec.default is not dataclasses.MISSING:
-            continue
-        else:
-            kwargs[spec.name] = _zero(spec)
+    plan = _plan(cls)  # type: ignore[arg-type]  # classes hash by identity
+    if plan.no_zero and not plan.no_zero <= values.keys():
+        missing = plan.no_zero - values.keys()
+        _zero(next(spec for spec in _specs(cls) if spec.name in missing))  # type: ignore[arg-type]  # raises
+    kwargs = plan.zeros.copy()
+    converters = plan.converters
+    for name, value in values.items():
+        if name in converters:
+            convert = converters[name]
+            kwargs[name] = value if convert is None or value is None else convert(value)
     return cls(**kwargs)
 
 

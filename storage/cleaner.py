@@ -33,6 +33,7 @@ import heapq
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
@@ -69,9 +70,37 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Blocking:
-    """A step that blocks on the disk (fsync): the driver runs it on a thread, off the event loop."""
+    """A step that blocks on the disk (fsync): the driver runs it on a thread, off the event loop.
+    Only fsyncs: a stop may abandon one midway, as what it makes durable is then deleted or rebuilt."""
 
     run: Callable[[], None]
+
+
+async def _off_the_loop(run: Callable[[], None]) -> None:
+    """Run a Blocking step on a daemon thread of its own, not asyncio's default executor: the event
+    loop's close waits for that executor's threads, so a shutdown during the fsync of a large cleaned
+    segment would wait out the whole fsync for a file the stop deletes anyway."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def settle(error: BaseException | None) -> None:
+        if not done.done():
+            if error is None:
+                done.set_result(None)
+            else:
+                done.set_exception(error)
+
+    def work() -> None:
+        error: BaseException | None = None
+        try:
+            run()
+        except BaseException as exc:  # handed to the awaiting task, which reports it
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody is waiting
+            loop.call_soon_threadsafe(settle, error)
+
+    threading.Thread(target=work, name="minikafka-log-cleaner-fsync", daemon=True).start()
+    await done
 
 
 # The cleaner's work, cut into steps: a generator yields None between batches (the driver may let
@@ -734,7 +763,7 @@ class LogCleaner:
                 step = next(steps)
                 now = time.monotonic()
                 if step is not None:
-                    await asyncio.to_thread(step.run)
+                    await _off_the_loop(step.run)
                     slice_end = time.monotonic() + self._slice_s
                     self._paused_s += slice_end - self._slice_s - now
                 elif now >= slice_end:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from .errors import InvalidConfig
@@ -32,14 +32,14 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
+    # cleanup.policy parsed once: every append asks whether the topic is compacted
+    compact: bool = field(init=False, repr=False, compare=False)
+    delete: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def compact(self) -> bool:
-        return "compact" in (part.strip() for part in self.cleanup_policy.split(","))
-
-    @property
-    def delete(self) -> bool:
-        return "delete" in (part.strip() for part in self.cleanup_policy.split(","))
+    def __post_init__(self) -> None:
+        policies = {part.strip() for part in self.cleanup_policy.split(",")}
+        object.__setattr__(self, "compact", "compact" in policies)
+        object.__setattr__(self, "delete", "delete" in policies)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,5 +189,5 @@ def log_config_from_broker_properties(props: Mapping[str, str]) -> LogConfig:
     roll = first(("log.roll.ms", 1), ("log.roll.hours", 3_600_000))
     if roll is not None:
         changes["segment_ms"] = roll
-    known = {f.name for f in fields(LogConfig)}
+    known = {f.name for f in fields(LogConfig) if f.init}
     return replace(LogConfig(), **{k: v for k, v in changes.items() if k in known})

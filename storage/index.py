@@ -30,6 +30,9 @@ class _AppendOnlyIndex:
         self.path = path
         self._writer = writer
         self._fd = -1
+        # Written since the last fsync: a flush of an untouched index (most of them, at a shutdown)
+        # costs a journal commit on ext4 and buys nothing.
+        self._unflushed = False
 
     def _open(self) -> int:
         if self._fd < 0:
@@ -40,6 +43,7 @@ class _AppendOnlyIndex:
         """Append one entry whole or not at all: a failed write leaves the file as it was."""
         fd = self._open()
         before = os.fstat(fd).st_size
+        self._unflushed = True
         try:
             write_fully(self._writer, fd, data)
         except OSError:
@@ -48,6 +52,7 @@ class _AppendOnlyIndex:
 
     def _truncate_file(self, entries: int) -> None:
         if self._fd >= 0 or self.path.exists():
+            self._unflushed = True
             os.ftruncate(self._open(), entries * self.entry.size)
 
     def _read_entries(self) -> list[tuple[int, int]] | None:
@@ -62,12 +67,19 @@ class _AppendOnlyIndex:
 
     def reset(self) -> None:
         self.close()
+        self._unflushed = True
         with open(self.path, "wb"):
             pass
 
+    @property
+    def unflushed(self) -> bool:
+        """Written since the last fsync, through a descriptor still open to fsync."""
+        return self._fd >= 0 and self._unflushed
+
     def flush(self) -> None:
-        if self._fd >= 0:
+        if self.unflushed:
             os.fsync(self._fd)
+            self._unflushed = False
 
     def close(self) -> None:
         if self._fd >= 0:

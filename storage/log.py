@@ -21,6 +21,7 @@ import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
 
@@ -41,6 +42,7 @@ from .config import LogConfig
 from .errors import InvalidTimestamp, KafkaStorageError, OffsetOutOfRange, RecordTooLarge, RecordValidationError
 from .files import OS_WRITER, FileWriter
 from .index import AbortedTxn
+from .origin import AppendOrigin
 from .producer_state import (
     CompletedTxn,
     InvalidTxnState,
@@ -72,6 +74,17 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+@lru_cache(maxsize=64)
+def _marker_batch(producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                  timestamp: int) -> tuple[bytes, BatchHeader]:
+    """A transaction's marker, built once for all the partitions it ends: they differ only in the
+    base offset and leader epoch, which lie outside the CRC and are set at each append."""
+    marker = build_control_batch(producer_id=producer_id, producer_epoch=producer_epoch,
+                                 control_type=ControlType.COMMIT if commit else ControlType.ABORT,
+                                 coordinator_epoch=coordinator_epoch, timestamp=timestamp)
+    return marker, BatchHeader.parse_header_only(marker, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +254,7 @@ class PartitionLog:
             for pos, header in segment.iter_headers():
                 if header.last_offset < start or header.producer_id < 0:
                     continue
-                info = state.prepare_update(header.producer_id, validate=False)
+                info = state.prepare_update(header.producer_id, AppendOrigin.REPLICATION)
                 if header.is_control:
                     marker, coordinator_epoch = parse_control_record(decode_batch(segment.read(pos, header.size))
                                                                      .records[0])
@@ -301,50 +314,53 @@ class PartitionLog:
     # --- appending -----------------------------------------------------------------------
 
     def append(self, records: bytes | bytearray, now_ms: int,
-               batches: list[tuple[int, BatchHeader]] | None = None, *, from_coordinator: bool = False,
+               batches: list[tuple[int, BatchHeader]] | None = None, *, origin: AppendOrigin = AppendOrigin.CLIENT,
                verification_guard: VerificationGuard | None = None) -> AppendResult:
-        """Append producer batches (already CRC-checked): validate, assign offsets, write.
+        """Append batches (already CRC-checked): validate as their `origin` requires, assign offsets, write.
 
-        `from_coordinator` marks batches a coordinator writes for a producer (transactional offset
-        commits): as Kafka's AppendOrigin.COORDINATOR, only the epoch is checked, not sequences.
+        `origin` is Kafka's AppendOrigin (storage/origin.py): a producer's batches get every check,
+        a coordinator's own records (its state topics, a producer's transactional offset commits)
+        only the producer epoch and transactional state.
         `verification_guard` (a produce the transaction coordinator verified): a transactional batch
         that opens a transaction here must bring the producer's guard still on record, else
         INVALID_TXN_STATE (Kafka's UnifiedLog batchMissingRequiredVerification).
         """
         if batches is None:
             batches = list(iter_batches(records, check_crc=False))
-        if self.config.compact and not from_coordinator:
+        config = self.config
+        from_client = origin is AppendOrigin.CLIENT
+        if from_client and config.compact:
             self._check_keys(records, batches)
         for _pos, header in batches:
-            if header.size > self.config.max_message_bytes:
+            if header.size > config.max_message_bytes:
                 raise RecordTooLarge(
-                    f"batch of {header.size} bytes exceeds max.message.bytes={self.config.max_message_bytes}")
-            if not from_coordinator:
+                    f"batch of {header.size} bytes exceeds max.message.bytes={config.max_message_bytes}")
+            if from_client:
                 self._check_timestamps(header, now_ms)
         updates: dict[int, ProducerAppendInfo] = {}
         next_offset = self.log_end_offset
+        log_append_time = config.message_timestamp_type == "LogAppendTime"
         for _pos, header in batches:
             if header.producer_id < 0:
                 continue
             entry = self.producer_state.last_entry(header.producer_id)
             duplicate = entry.find_duplicate(header.producer_epoch, header.base_sequence,
-                                             header.last_sequence) if entry and not from_coordinator else None
+                                             header.last_sequence) if entry and from_client else None
             if duplicate is not None and len(batches) == 1:
                 # Kafka answers a retry with the original batch's offsets and (LogAppendTime) timestamp.
-                append_time = duplicate.timestamp if self.config.message_timestamp_type == "LogAppendTime" else -1
+                append_time = duplicate.timestamp if log_append_time else -1
                 return AppendResult(duplicate.first_offset, duplicate.last_offset, append_time,
                                     self.log_start_offset, duplicate=True)
-            info = updates.get(header.producer_id) or self.producer_state.prepare_update(header.producer_id)
+            info = updates.get(header.producer_id) or self.producer_state.prepare_update(header.producer_id, origin)
             info.check_transactional(header.is_transactional)
             if (verification_guard is not None and header.is_transactional and info.entry.current_txn_first_offset < 0
                     and not self.producer_state.is_verified(header.producer_id, verification_guard)):
                 raise InvalidTxnState(f"producer {header.producer_id}: the record was not part of an ongoing "
                                       f"transaction on {self.topic}-{self.partition} (its verification is stale)")
             count = header.last_offset_delta + 1
-            timestamp = now_ms if self.config.message_timestamp_type == "LogAppendTime" else header.max_timestamp
+            timestamp = now_ms if log_append_time else header.max_timestamp
             info.append_data_batch(header.producer_epoch, header.base_sequence, header.last_sequence,
-                                   timestamp, next_offset, next_offset + count - 1, header.is_transactional,
-                                   check_sequence=not from_coordinator)
+                                   timestamp, next_offset, next_offset + count - 1, header.is_transactional)
             updates[header.producer_id] = info
             next_offset += count
         result = self._write(records, batches, now_ms, updates)
@@ -430,12 +446,9 @@ class PartitionLog:
         active segment's `.txnindex` so read_committed fetches can tell consumers to skip it.
         """
         offset = self.log_end_offset
-        info = self.producer_state.prepare_update(producer_id)
+        info = self.producer_state.prepare_update(producer_id, AppendOrigin.COORDINATOR)
         completed = info.append_end_txn_marker(producer_epoch, coordinator_epoch, offset, commit, now_ms)
-        marker = build_control_batch(producer_id=producer_id, producer_epoch=producer_epoch,
-                                     control_type=ControlType.COMMIT if commit else ControlType.ABORT,
-                                     coordinator_epoch=coordinator_epoch, timestamp=now_ms, base_offset=offset)
-        header = BatchHeader.parse_header_only(marker, 0)
+        marker, header = _marker_batch(producer_id, producer_epoch, coordinator_epoch, commit, now_ms)
         previous = self.producer_state.entries.get(producer_id)
         result, segment, mark = self._write_marked(marker, [(0, header)], now_ms, {producer_id: info})
         # a verification from before this marker must not open a transaction after it
@@ -587,18 +600,33 @@ class PartitionLog:
     # --- lifecycle -----------------------------------------------------------------------
 
     def flush(self) -> None:
-        self.active.flush()
+        """fsync what was written since the last flush: the active segment and one rolled since (as
+        Kafka flushes up to the new segment after a roll); untouched files cost nothing."""
+        for flush in self.unflushed_files():
+            flush()
+
+    def unflushed_files(self) -> list[Callable[[], None]]:
+        return [flush for segment in self.segments for flush in segment.unflushed_files()]
+
+    def prepare_close(self) -> list[Callable[[], object]]:
+        """Seal the active segment, and return what a clean close still has to write, as steps a caller
+        may run at once (LogManager runs those of every log together, so their fsyncs share journal
+        commits): the producer snapshot and an fsync per file written since its last. `close` then
+        finds nothing left to do."""
+        self.active.seal()
+        steps: list[Callable[[], object]] = [*self.unflushed_files()]
+        # As Kafka's ProducerStateManager.takeSnapshot: only when the state moved past the last
+        # snapshot. An empty log has nothing to snapshot, so a broker holding thousands of
+        # untouched partitions does not write and fsync a file for each at every shutdown.
+        end = self.log_end_offset
+        if end > 0 and not self.producer_state.snapshot_path(end).exists():
+            steps.append(lambda: self.producer_state.take_snapshot(end))
+        return steps
 
     def close(self, clean: bool = True) -> None:
         if clean:
-            self.active.seal()
-            # As Kafka's ProducerStateManager.takeSnapshot: only when the state moved past the last
-            # snapshot. An empty log has nothing to snapshot, so a broker holding thousands of
-            # untouched partitions does not write and fsync a file for each at every shutdown.
-            end = self.log_end_offset
-            if end > 0 and not self.producer_state.snapshot_path(end).exists():
-                self.producer_state.take_snapshot(end)
-            self.active.flush()
+            for step in self.prepare_close():
+                step()
         for segment in self.segments:
             segment.close()
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
@@ -27,6 +27,7 @@ from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.records import crc32c
 
 from .checkpoint import write_atomically
+from .origin import AppendOrigin
 
 NO_EPOCH = -1
 NO_SEQUENCE = -1
@@ -106,7 +107,9 @@ class ProducerStateEntry:
         return self.batches[-1].last_offset if self.batches else -1
 
     def copy(self) -> ProducerStateEntry:
-        return replace(self, batches=deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN))
+        # Every append validates against a copy: the constructor is twice as fast as dataclasses.replace.
+        return ProducerStateEntry(self.producer_id, self.epoch, deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
+                                  self.coordinator_epoch, self.last_timestamp, self.current_txn_first_offset)
 
     def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
         if epoch != self.epoch:
@@ -124,11 +127,13 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
 class ProducerAppendInfo:
     """Validates appends of one producer against a copy of its entry; applied by `update`."""
 
-    def __init__(self, producer_id: int, current: ProducerStateEntry | None, *, validate: bool = True) -> None:
+    def __init__(self, producer_id: int, current: ProducerStateEntry | None,
+                 origin: AppendOrigin = AppendOrigin.CLIENT) -> None:
         self.producer_id = producer_id
         self._current = current
         self.entry = current.copy() if current is not None else ProducerStateEntry(producer_id)
-        self._validate = validate
+        self._validate = origin is not AppendOrigin.REPLICATION
+        self._check_sequences = origin is AppendOrigin.CLIENT
 
     def _check_epoch(self, epoch: int, transactional: bool) -> None:
         if epoch < self.entry.epoch:
@@ -150,11 +155,10 @@ class ProducerAppendInfo:
                 f"producer {self.producer_id}: sequence {first_seq} does not follow {entry.last_seq}")
 
     def append_data_batch(self, epoch: int, first_seq: int, last_seq: int, timestamp: int,
-                          first_offset: int, last_offset: int, transactional: bool = False, *,
-                          check_sequence: bool = True) -> None:
+                          first_offset: int, last_offset: int, transactional: bool = False) -> None:
         if self._validate:
             self._check_epoch(epoch, transactional)
-            if check_sequence:
+            if self._check_sequences:
                 self._check_sequence(epoch, first_seq)
         entry = self.entry
         if epoch != entry.epoch:
@@ -237,8 +241,8 @@ class ProducerStateManager:
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._entries.get(producer_id)
 
-    def prepare_update(self, producer_id: int, *, validate: bool = True) -> ProducerAppendInfo:
-        return ProducerAppendInfo(producer_id, self._entries.get(producer_id), validate=validate)
+    def prepare_update(self, producer_id: int, origin: AppendOrigin = AppendOrigin.CLIENT) -> ProducerAppendInfo:
+        return ProducerAppendInfo(producer_id, self._entries.get(producer_id), origin)
 
     def update(self, info: ProducerAppendInfo) -> None:
         self.restore(info.producer_id, info.entry)

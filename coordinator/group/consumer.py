@@ -15,13 +15,15 @@ Follows `GroupMetadataManager.consumerGroupHeartbeat`, `modern/consumer/Consumer
   its new owner only once no other member holds it (assigned or pending revocation).
 - Epoch checks as `throwIfMemberEpochIsInvalid`: a newer epoch than ours, or an older one that is not
   the member's previous epoch with owned partitions inside its assignment, is FENCED_MEMBER_EPOCH.
-- Session timeout (`group.consumer.session.timeout.ms`) and the revocation timeout (the member's
-  rebalance timeout) run on the coordinator's timers, so the one clock (manual in tests) drives them.
+- Session timeout (`group.consumer.session.timeout.ms`, or the group's dynamic
+  `consumer.session.timeout.ms`; likewise the heartbeat interval) and the revocation timeout (the
+  member's rebalance timeout) run on the coordinator's timers, so the one clock (manual in tests) drives them.
 
-Simplification: consumer groups live in memory only; nothing is written to `__consumer_offsets`
-(Kafka's ConsumerGroupMetadata/Member/TargetAssignment records), so members rejoin after a restart
-(their heartbeats get UNKNOWN_MEMBER_ID and librdkafka rejoins with epoch 0). No classic-to-consumer
-group conversion.
+Persistence: after each change the engine calls GroupMetadataManager.store_consumer_group, which
+appends Kafka's ConsumerGroup* records for what changed (consumer_records.py); the groups are replayed
+from them at load, so members go on with their ids and epochs after a restart. Only empty groups
+change protocol (an empty classic group becomes a consumer group here; GroupCoordinator.join_group
+replaces an empty consumer group by a classic one): no conversion of groups with members.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -282,6 +284,22 @@ class ConsumerGroupEngine:
         self._logs = logs
         self.config = config or ConsumerGroupConfig()
         self.groups: dict[str, ConsumerGroup] = {}
+        # The group's dynamic GROUP configs (IncrementalAlterConfigs, validated against the broker's
+        # group.consumer.min/max.* bounds when set); Kafka's GroupConfigManager, read on every use.
+        self.group_overrides: Callable[[str], Mapping[str, str]] = lambda _group_id: {}
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self._override(group_id, "consumer.session.timeout.ms", self.config.session_timeout_ms)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._override(group_id, "consumer.heartbeat.interval.ms", self.config.heartbeat_interval_ms)
+
+    def _override(self, group_id: str, key: str, default: int) -> int:
+        raw = self.group_overrides(group_id).get(key)
+        try:
+            return default if raw is None else int(raw)
+        except ValueError:  # the store validates on write; a hand-edited file must not break heartbeats
+            return default
 
     # -- topic metadata ------------------------------------------------------------------------
 
@@ -360,13 +378,14 @@ class ConsumerGroupEngine:
             self._compute_target(group)
         self._reconcile(group, member, request.owned)
         self._schedule_session(group, member)
+        self._manager.store_consumer_group(group)
         changed = before != (member.member_epoch, member.assigned, member.pending_revocation)
         send_assignment = (
             request.member_epoch == 0 or changed
             or (request.owned is not None and request.owned != member.assigned)
         )
         return HeartbeatResult(ErrorCode.none, None, member.member_id, member.member_epoch,
-                               self.config.heartbeat_interval_ms,
+                               self.heartbeat_interval_ms(group.group_id),
                                dict(member.assigned) if send_assignment else None)
 
     def _static_member(self, group: ConsumerGroup,
@@ -529,10 +548,12 @@ class ConsumerGroupEngine:
             # Kept, partitions and all, until the session times out or the instance rejoins.
             member.left_static = True
             self._schedule_session(group, member)
+            self._manager.store_consumer_group(group)
             return HeartbeatResult(ErrorCode.none, None, request.member_id, STATIC_LEAVE_EPOCH, 0, None)
         self._remove_member(group, member.member_id)
         group.group_epoch += 1
         self._compute_target(group)
+        self._manager.store_consumer_group(group)
         return HeartbeatResult(ErrorCode.none, None, request.member_id, request.member_epoch, 0, None)
 
     def _remove_member(self, group: ConsumerGroup, member_id: str) -> None:
@@ -552,11 +573,23 @@ class ConsumerGroupEngine:
         self._remove_member(group, member_id)
         group.group_epoch += 1
         self._compute_target(group)
+        self._manager.store_consumer_group(group)
+
+    def on_loaded(self) -> None:
+        """After the groups were replayed from `__consumer_offsets` (Kafka's onLoaded): the subscribed
+        topics' partition counts are read again, every member's session starts over, and a member
+        still revoking gets its rebalance timeout again."""
+        for group in self.groups.values():
+            group.subscribed_metadata = self._subscribed_metadata(group)
+            for member in group.members.values():
+                self._schedule_session(group, member)
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._schedule_revocation(group, member)
 
     def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         group_id, member_id = group.group_id, member.member_id
         self._manager.timers.schedule(("consumer-session", group_id, member_id),
-                                      self._manager.now() + self.config.session_timeout_ms,
+                                      self._manager.now() + self.session_timeout_ms(group_id),
                                       lambda: self._fence(group_id, member_id, "session timeout"))
 
     def _schedule_revocation(self, group: ConsumerGroup, member: ConsumerMember) -> None:

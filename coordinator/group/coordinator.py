@@ -9,8 +9,8 @@ part that owns it:
 - `offset_manager.OffsetMetadataManager`: OffsetCommit, TxnOffsetCommit, OffsetFetch;
 - `admin.GroupAdmin`: DescribeGroups, ListGroups, DeleteGroups, OffsetDelete.
 - `consumer.ConsumerGroupEngine`: the KIP-848 consumer protocol (ConsumerGroupHeartbeat, the
-  server-side assignors, ConsumerGroupDescribe's data). Its groups live in the engine's own map (in
-  memory only: nothing is persisted to `__consumer_offsets` yet, so members rejoin after a restart);
+  server-side assignors, ConsumerGroupDescribe's data). Its groups live in the engine's own map,
+  written to and replayed from `__consumer_offsets` by `consumer_records.ConsumerGroupRecords`;
   a group id is either a classic group or a consumer group, and offset commits/fetches, ListGroups
   and DeleteGroups dispatch on which one it is.
 
@@ -20,7 +20,7 @@ Simplification: single node (every group is ours).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from minikafka.protocol.errors import ErrorCode
@@ -36,6 +36,7 @@ from .consumer import (
     HeartbeatRequest,
     HeartbeatResult,
 )
+from .consumer_records import ConsumerGroupRecords
 from .log import OffsetsTopic
 from .metadata import GroupConfig, GroupMetadataManager, OffsetCommit
 from .offset_manager import FetchedOffset, OffsetMetadataManager
@@ -66,6 +67,8 @@ class GroupCoordinator:
             heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
             assignors=tuple(name for name in self.config.consumer_assignors if name in ASSIGNORS) or ("uniform",),
         ))
+        self._consumer_records = ConsumerGroupRecords(self._metadata, logs, self._consumer.groups)
+        self._metadata.consumer_store = self._consumer_records
         # False until `__consumer_offsets` is replayed: requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS.
         self.loaded = False
 
@@ -103,7 +106,10 @@ class GroupCoordinator:
         if self._metadata.topic.exists():
             yield from self._metadata.replay_steps()
             self._classic.resume_sessions(self.clock.now_ms())
-            _log.info("loaded %d groups from __consumer_offsets", len(self.groups))
+            self._consumer.on_loaded()
+            self._consumer_records.on_loaded()
+            _log.info("loaded %d classic and %d consumer groups from __consumer_offsets", len(self.groups),
+                      len(self._consumer.groups))
         self.loaded = True
 
     def start(self) -> None:
@@ -116,11 +122,24 @@ class GroupCoordinator:
     # -- classic membership --------------------------------------------------------------------
 
     async def join_group(self, request: JoinGroupRequest) -> JoinResult:
-        if self._consumer.is_consumer_group(request.group_id):
-            # Kafka 4 would let a classic member join a consumer group (the migration path); that is
-            # not implemented, so the group's protocol is inconsistent with the request's.
+        consumer_group = self._consumer.groups.get(request.group_id)
+        if consumer_group is not None and consumer_group.members:
+            # Kafka 4 would let a classic member join a non-empty consumer group (the migration
+            # path); that is not implemented, so the group's protocol is inconsistent with the request's.
             return JoinResult(ErrorCode.inconsistent_group_protocol, request.member_id)
+        if consumer_group is not None:
+            self._drop_empty_consumer_group(request.group_id)
         return await self._classic.join_group(request)
+
+    def _drop_empty_consumer_group(self, group_id: str) -> None:
+        """Kafka's maybeDeleteEmptyConsumerGroup: an empty consumer group gives way to the classic group
+        a JoinGroup creates, whatever the migration policy; its committed offsets stay."""
+        store = self._metadata.consumer_store
+        records = store.tombstones(group_id) if store is not None else []
+        if records:
+            self._metadata.append(group_id, records)
+        del self._consumer.groups[group_id]
+        _log.info("empty consumer group %s replaced by a classic group", group_id)
 
     async def sync_group(self, request: SyncGroupRequest) -> SyncResult:
         return await self._classic.sync_group(request)
@@ -141,6 +160,10 @@ class GroupCoordinator:
 
     def consumer_group_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
         return self._consumer.heartbeat(request)
+
+    def use_group_configs(self, lookup: Callable[[str], Mapping[str, str]]) -> None:
+        """Where the dynamic GROUP configs of a group come from (the broker's dynamic config store)."""
+        self._consumer.group_overrides = lookup
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         return self._consumer.groups.get(group_id)
@@ -236,8 +259,7 @@ class GroupCoordinator:
         consumer = self._consumer.delete(group_ids)
         for group_id, error in consumer.items():
             if error is ErrorCode.none:
-                # Tombstones for its offsets (and a group key, harmless for a group never written).
-                self._metadata.delete_group(Group(group_id))
+                self._metadata.delete_consumer_group(group_id)
         classic = self._admin.delete_groups([g for g in group_ids if g not in consumer])
         return {g: consumer[g] if g in consumer else classic[g] for g in group_ids}
 

@@ -17,6 +17,7 @@ from minikafka.protocol.records import (
     decode_batch,
     iter_whole_batches,
 )
+from minikafka.storage.origin import AppendOrigin
 
 from ..hashing import partition_for
 
@@ -75,7 +76,8 @@ class OffsetsTopic:
             transactional=transactional,
         )
         log = self._log(partition)
-        return int(log.append(batch, now_ms, from_coordinator=producer_id != NO_PRODUCER_ID).base_offset)
+        # Kafka's group coordinator appends as AppendOrigin.COORDINATOR: its records carry their keys
+        return int(log.append(batch, now_ms, origin=AppendOrigin.COORDINATOR).base_offset)
 
     def append_marker(
         self,

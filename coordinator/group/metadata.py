@@ -8,8 +8,10 @@ Holds what every engine of the coordinator shares, as Kafka 4's `GroupCoordinato
 - persistence: the group record (GroupMetadataValue v3), offset commits, group tombstones;
 - expiry: `offsets.retention.ms` checks every `offsets.retention.check.interval.ms`; an Empty group
   left without offsets dies (tombstone), as Kafka's cleanupGroupMetadata.
-The membership engines (classic today; KIP-848's consumer protocol later) change groups and call
-back here to persist them; this module knows nothing of joins or heartbeats.
+The membership engines change groups and call back here to persist them; this module knows nothing
+of joins or heartbeats. KIP-848 consumer groups live in their engine's map: their records are built,
+replayed and expired by `consumer_store` (consumer_records.ConsumerGroupRecords, plugged in by the
+coordinator), which this module reaches through the ConsumerGroupStore protocol.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.records import parse_control_record
@@ -27,6 +29,7 @@ from ..timers import Timers
 from .log import OffsetsTopic
 from .offsets import OffsetStore, TopicPartition
 from .records import (
+    ConsumerGroupKey,
     GroupKey,
     GroupValue,
     MemberValue,
@@ -71,6 +74,22 @@ class OffsetCommit:
 
 Records = list[tuple[bytes, bytes | None]]
 
+
+class ConsumerGroupStore(Protocol):
+    """What this module needs of the KIP-848 groups' persistence (consumer_records.py)."""
+
+    def replay(self, key: ConsumerGroupKey, value: bytes | None) -> None: ...
+
+    def has_group(self, group_id: str) -> bool: ...
+
+    def forget(self, group_id: str) -> None: ...
+
+    def store(self, group: Any) -> None: ...
+
+    def tombstones(self, group_id: str) -> Records: ...
+
+    def expire_offsets(self, now_ms: int) -> int: ...
+
 # Kafka's GroupMetadataManager.storeGroup: the code members see when the group record cannot be appended.
 _STORE_ERRORS = {
     ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
@@ -98,6 +117,7 @@ class GroupMetadataManager:
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
         self.timers = Timers(clock)
+        self.consumer_store: ConsumerGroupStore | None = None
 
     def now(self) -> int:
         return int(self.clock.now_ms())
@@ -132,18 +152,20 @@ class GroupMetadataManager:
         for record in batch.records:
             if record.key is None:
                 continue
-            # KIP-848's ConsumerGroup* records (key versions 3+) decode to None: the consumer protocol
-            # engine (consumer.py) keeps its groups in memory only, so there is nothing of ours to
-            # replay; their replay belongs next to the classic records' here once they are written.
             key = decode_key(record.key)
             if isinstance(key, OffsetKey):
                 self._replay_offset(key, record.value, record.offset, header)
             elif isinstance(key, GroupKey):
+                # As Kafka's replay: the group only; its offsets have tombstones of their own (written
+                # before the group's), and a classic group converted to a consumer group keeps them.
                 if record.value is None:
                     self.groups.pop(key.group, None)
-                    self.offsets.delete_group(key.group)
                 else:
+                    if self.consumer_store is not None:
+                        self.consumer_store.forget(key.group)
                     self.groups[key.group] = _classic_group_from_record(key.group, decode_group_value(record.value))
+            elif isinstance(key, ConsumerGroupKey) and self.consumer_store is not None:
+                self.consumer_store.replay(key, record.value)
 
     def _replay_offset(self, key: OffsetKey, value: bytes | None, record_offset: int, header: Any) -> None:
         tp = (key.topic, key.partition)
@@ -153,7 +175,8 @@ class GroupMetadataManager:
             self.offsets.stage_txn(header.producer_id, key.group, tp, decode_offset_value(value), record_offset)
         else:
             self.offsets.commit(key.group, tp, decode_offset_value(value), record_offset)
-        if key.group not in self.groups:
+        consumer_group = self.consumer_store is not None and self.consumer_store.has_group(key.group)
+        if key.group not in self.groups and not consumer_group:
             self.groups[key.group] = Group(key.group, state_timestamp_ms=self.clock.now_ms())
 
     # -- persistence ---------------------------------------------------------------------------
@@ -233,6 +256,21 @@ class GroupMetadataManager:
         if tombstones:
             self.append(group_id, tombstones)
 
+    def store_consumer_group(self, group: Any) -> None:
+        """Persist what changed in a KIP-848 consumer group (a failed append is logged, not raised)."""
+        if self.consumer_store is not None:
+            self.consumer_store.store(group)
+
+    def delete_consumer_group(self, group_id: str) -> None:
+        """Tombstone a consumer group's offsets and records in one batch, as Kafka's deleteGroups."""
+        records: Records = [
+            (encode_offset_key(OffsetKey(group_id, topic, partition)), None)
+            for topic, partition in self.offsets.delete_group(group_id)
+        ]
+        if self.consumer_store is not None:
+            records += self.consumer_store.tombstones(group_id)
+        self.append(group_id, records)
+
     def delete_group(self, group: Group) -> None:
         """Tombstone the group and all its offsets; the group is Dead and forgotten."""
         partitions = self.offsets.delete_group(group.group_id)
@@ -261,7 +299,7 @@ class GroupMetadataManager:
 
     def expire_offsets(self, now_ms: int) -> int:
         """Tombstone expired offsets; an Empty group left with none dies. Returns offsets removed."""
-        removed = 0
+        removed = 0 if self.consumer_store is None else self.consumer_store.expire_offsets(now_ms)
         for group in list(self.groups.values()):
             if group.is_(GroupState.EMPTY):
                 empty_since = group.state_timestamp_ms if group.protocol_type else None

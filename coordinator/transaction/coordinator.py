@@ -42,6 +42,7 @@ from typing import Any
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.records import Record, build_batch, decode_batch, iter_whole_batches
 from minikafka.storage.errors import UnknownTopicOrPartition
+from minikafka.storage.origin import AppendOrigin
 
 from ..hashing import partition_for
 from ..timers import Timers
@@ -121,6 +122,8 @@ class TransactionCoordinator:
         self._schedule = schedule
         self.timers = timers if timers is not None else Timers(clock)
         self.txns: dict[str, TxnMetadata] = {}
+        # per id with a state record: (partition count, its partition, its encoded key); see _placement
+        self._placements: dict[str, tuple[int, int, bytes]] = {}
         self._completions: dict[str, _Completion] = {}
         # Called with a CRASH_POINTS name as the flow passes it; the broker's hook may end the process.
         self.crash_point: Callable[[str], None] = _no_crash
@@ -142,26 +145,41 @@ class TransactionCoordinator:
             self._logs.create_topic(TRANSACTION_STATE_TOPIC, self.config.num_partitions,
                                     {"cleanup.policy": "compact"}, internal=True)
 
+    def _placement(self, transactional_id: str) -> tuple[int, bytes]:
+        """The id's `__transaction_state` partition and record key, worked out once per id (the
+        Java string hash is a Python loop over the id) for as long as the partition count holds."""
+        partitions = self.num_partitions
+        known = self._placements.get(transactional_id)
+        if known is None or known[0] != partitions:
+            known = (partitions, partition_for(transactional_id, partitions), encode_key(transactional_id))
+            self._placements[transactional_id] = known
+        return known[1], known[2]
+
     def _write(self, meta: TxnMetadata | None, transactional_id: str) -> None:
         """Append the new state (or a tombstone) durably, then install it in memory.
 
         Kafka's prepare/complete: while the record is appended the installed metadata carries the
         pending state (a second prepare is refused); a failed append restores it as it was."""
         self._ensure_topic()
+        partition, key = self._placement(transactional_id)
         value = encode_value(meta, self.config.log_value_version) if meta is not None else None
         current = self.txns.get(transactional_id)
         if current is not None and meta is not None:
             self.txns[transactional_id] = current.with_pending(meta)
         now = self._clock.now_ms()
-        batch = build_batch([Record(encode_key(transactional_id), value, (), now)])
+        batch = build_batch([Record(key, value, (), now)])
         try:
-            self._logs.partition(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id)).append(batch, now)
+            self._logs.partition(TRANSACTION_STATE_TOPIC, partition).append(batch, now,
+                                                                             origin=AppendOrigin.COORDINATOR)
         except BaseException:
             if current is not None:
                 self.txns[transactional_id] = current
+            else:
+                self._placements.pop(transactional_id, None)
             raise
         if meta is None:
             self.txns.pop(transactional_id, None)
+            self._placements.pop(transactional_id, None)
         elif current is None:
             self.txns[transactional_id] = meta
         else:
@@ -208,6 +226,7 @@ class TransactionCoordinator:
         value = decode_value(record.value)
         if value is None:
             self.txns.pop(transactional_id, None)
+            self._placements.pop(transactional_id, None)
         else:
             self.txns[transactional_id] = metadata_from(transactional_id, value)
 
@@ -411,9 +430,10 @@ class TransactionCoordinator:
             self._completions[transactional_id] = job
         commit = meta.state == TxnState.PREPARE_COMMIT
         failure: str | None = None
+        now = self._clock.now_ms()
         for topic, partition in sorted(job.remaining):
             try:
-                self._write_marker(meta, topic, partition, commit)
+                self._write_marker(meta, topic, partition, commit, now)
             except KafkaError as exc:
                 if exc.error_code not in _RETRIABLE_MARKER_ERRORS:
                     _log.warning("marker for %s-%d of %s failed for good, not retried: %s", topic, partition,
@@ -447,11 +467,12 @@ class TransactionCoordinator:
         self.timers.schedule(("complete transaction", transactional_id), self._clock.now_ms() + delay,
                              lambda: self._write_markers_and_complete(transactional_id))
 
-    def _write_marker(self, meta: TxnMetadata, topic: str, partition: int, commit: bool) -> None:
+    def _write_marker(self, meta: TxnMetadata, topic: str, partition: int, commit: bool, now_ms: int) -> None:
         """The marker carries the Prepare* epoch: under TV2 the bumped one, which fences a late
         produce of the transaction's own epoch at the partition."""
         try:
-            self.markers.write(meta.producer_id, meta.producer_epoch, COORDINATOR_EPOCH, topic, partition, commit)
+            self.markers.write(meta.producer_id, meta.producer_epoch, COORDINATOR_EPOCH, topic, partition, commit,
+                               now_ms)
         except UnknownTopicOrPartition:
             _log.info("no marker for %s-%d of %s: deleted since it joined the transaction", topic, partition,
                       meta.transactional_id)

@@ -18,6 +18,7 @@ import struct
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from minikafka.protocol.errors import CorruptRecord
 
@@ -92,6 +93,21 @@ def _grouped(partitions: Iterable[TopicPartition]) -> list[tuple[str, list[int]]
     return [(topic, sorted(ids)) for topic, ids in sorted(by_topic.items())]
 
 
+@lru_cache(maxsize=1024)
+def _encoded_partitions(partitions: frozenset[TopicPartition], flexible: bool) -> bytes:
+    """TransactionPartitions, kept for the next records: Ongoing and Prepare* carry the same set,
+    and a producer's transactions mostly span the same partitions."""
+    grouped = _grouped(partitions)
+    out = bytearray(_array_length(len(grouped), flexible))
+    for topic, ids in grouped:
+        out += _string(topic, flexible)
+        out += _array_length(len(ids), flexible)
+        out += b"".join(struct.pack(">i", i) for i in ids)
+        if flexible:
+            out += b"\x00"  # no tagged fields in the partition entry
+    return bytes(out)
+
+
 def encode_value(meta: TxnMetadata, version: int = 0) -> bytes:
     if version not in (0, 1):
         raise ValueError(f"TransactionLogValue v{version} is not written")
@@ -106,14 +122,7 @@ def encode_value(meta: TxnMetadata, version: int = 0) -> bytes:
             raise ValueError("an Empty transaction has no partitions")
         out += _array_length(None, flexible)
     else:
-        grouped = _grouped(meta.topic_partitions)
-        out += _array_length(len(grouped), flexible)
-        for topic, ids in grouped:
-            out += _string(topic, flexible)
-            out += _array_length(len(ids), flexible)
-            out += b"".join(struct.pack(">i", i) for i in ids)
-            if flexible:
-                out += b"\x00"  # no tagged fields in the partition entry
+        out += _encoded_partitions(meta.topic_partitions, flexible)
     out += struct.pack(">qq", meta.txn_last_update_timestamp, meta.txn_start_timestamp)
     if flexible:
         out += _tagged_fields(meta)

@@ -29,15 +29,17 @@ class MarkerWriter:
         self._clock = clock
 
     def write(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, topic: str, partition: int,
-              commit: bool) -> None:
+              commit: bool, now_ms: int | None = None) -> None:
         """Write one marker; UnknownTopicOrPartition if the partition is not on this node, and the
         partition's own errors (PRODUCER_FENCED, TRANSACTION_COORDINATOR_FENCED, KAFKA_STORAGE_ERROR)
-        as they are raised."""
+        as they are raised. The markers of one transaction given one `now_ms` are the same batch,
+        which the partitions then build only once."""
         log = self._logs.partition(topic, partition)
         if log is None:
             raise UnknownTopicOrPartition(f"{topic}-{partition} does not exist on this node")
         if topic == OFFSETS_TOPIC:
             self._complete_group_transaction(partition, producer_id, producer_epoch, commit, coordinator_epoch)
         else:
-            log.append_control(producer_id, producer_epoch, coordinator_epoch, commit, self._clock.now_ms())
+            log.append_control(producer_id, producer_epoch, coordinator_epoch, commit,
+                               self._clock.now_ms() if now_ms is None else now_ms)
         self._notify((topic, partition))

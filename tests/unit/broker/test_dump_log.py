@@ -152,7 +152,7 @@ def test_offsets_decoder_prints_kafkas_offsets_message_parser_json(tmp_path: Pat
         (encode_key(OffsetKey("g", "topic", 0)), encode_offset_value(OffsetValue(42, 0, "meta", 1700000000001))),
         (encode_key(GroupKey("g")), encode_group_value(group)),
         (encode_key(OffsetKey("g", "topic", 1)), None),
-        (struct.pack(">h", 5) + b"whatever", b"x"),
+        (struct.pack(">h", 11) + b"whatever", b"x"),  # ShareGroupMetadataKey: not minikafka's
         (encode_key(OffsetKey("g", "topic", 2)), b"\x00\x03\x00"),
     ]
     log = tmp_path / f"{BASE}.log"
@@ -169,7 +169,7 @@ def test_offsets_decoder_prints_kafkas_offsets_message_parser_json(tmp_path: Pat
         '"ownedPartitions":[{"topic":"topic","partitions":[0]}]},"assignment":{"assignedPartitions":[{'
         '"topic":"topic","partitions":[0,1]}],"userData":"dWQ="}}]}}',
         '| key: {"type":"1","data":{"group":"g","topic":"topic","partition":1}} payload: <DELETE>',
-        "| key: Unknown record type 5 at offset 3, skipping.",
+        "| key: Unknown record type 11 at offset 3, skipping.",
         "| key: Error at offset 4, skipping. __consumer_offsets record is truncated",
     ]
 

@@ -9,6 +9,7 @@ import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from minikafka.storage.origin import AppendOrigin
 from minikafka.storage.producer_state import (
     INT32_MAX,
     InvalidProducerEpoch,
@@ -170,21 +171,20 @@ def test_first_unstable_offset_is_the_oldest_open_transaction(tmp_path_factory: 
                                                               steps: list[tuple[str, int]]) -> None:
     """The kept index of open transactions agrees with a walk over every producer after each step."""
     manager = ProducerStateManager(tmp_path_factory.mktemp("ps"))
-    offset = 0
-    for action, pid in steps:
+    for offset, (action, pid) in enumerate(steps):
         before = manager.last_entry(pid)
         if action in ("data", "txn"):
             transactional = action == "txn"
-            info = manager.prepare_update(pid, validate=False)
-            info.append_data_batch(0, 0, 0, offset, offset, offset, transactional, check_sequence=False)
+            info = manager.prepare_update(pid, AppendOrigin.REPLICATION)
+            info.append_data_batch(0, 0, 0, offset, offset, offset, transactional)
             manager.update(info)
         elif action in ("commit", "abort"):
-            info = manager.prepare_update(pid, validate=False)
+            info = manager.prepare_update(pid, AppendOrigin.REPLICATION)
             info.append_end_txn_marker(0, 0, offset, action == "commit", offset)
             manager.update(info)
         elif action == "undo":
-            info = manager.prepare_update(pid, validate=False)
-            info.append_data_batch(0, 0, 0, offset, offset, offset, True, check_sequence=False)
+            info = manager.prepare_update(pid, AppendOrigin.REPLICATION)
+            info.append_data_batch(0, 0, 0, offset, offset, offset, True)
             manager.update(info)
             manager.restore(pid, before)  # a write that failed on disk is taken back
         elif action == "truncate":
@@ -192,7 +192,6 @@ def test_first_unstable_offset_is_the_oldest_open_transaction(tmp_path_factory: 
         elif action == "reload":
             manager.take_snapshot(offset)
             manager.load_latest_snapshot(offset)
-        offset += 1
         open_firsts = [entry.current_txn_first_offset for entry in manager.entries.values()
                        if entry.current_txn_first_offset >= 0]
         assert manager.first_unstable_offset() == (min(open_firsts) if open_firsts else None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from minikafka.protocol.records import iter_batches, set_base_offset
+from minikafka.storage.origin import AppendOrigin
 
 
 @dataclass
@@ -38,7 +39,7 @@ class FakePartitionLog:
     log_end_offset: int = 0
     log_start_offset: int = 0
 
-    def append(self, records: bytes, now_ms: int, *, from_coordinator: bool = False) -> _Append:
+    def append(self, records: bytes, now_ms: int, *, origin: AppendOrigin = AppendOrigin.CLIENT) -> _Append:
         buf = bytearray(records)
         base = self.log_end_offset
         last = base

@@ -161,6 +161,29 @@ def test_session_timeout_removes_a_silent_member() -> None:
     assert result.error is E.none and count(group.target["a"]) == 6
 
 
+def test_dynamic_group_configs_set_heartbeat_interval_and_session_timeout() -> None:
+    c, _, clock = make()
+    overrides: dict[str, dict[str, str]] = {}
+    c.use_group_configs(lambda group_id: overrides.get(group_id, {}))
+    assert join(c, "a").heartbeat_interval_ms == 5000
+    overrides[GROUP] = {"consumer.heartbeat.interval.ms": "7000", "consumer.session.timeout.ms": "50000"}
+    # Read on every heartbeat, as Kafka's GroupConfigManager: no rejoin needed.
+    assert beat(c, "a", 1).heartbeat_interval_ms == 7000
+    join(c, "b")  # b's session: 50 s from now
+    other = c.consumer_group_heartbeat(HeartbeatRequest("other", "x", 0, rebalance_timeout_ms=REBALANCE_MS,
+                                                        subscribed_topic_names=("t",), owned={}))
+    assert other.heartbeat_interval_ms == 5000  # another group keeps the broker's setting
+    clock.now += SESSION_MS
+    beat(c, "a", 1, owned={"t": frozenset(range(6))})
+    c.timers.run_due(clock.now)
+    group = c.consumer_group(GROUP)
+    assert group is not None and set(group.members) == {"a", "b"}  # past 45 s, still inside 50 s
+    clock.now += 50_000 - SESSION_MS
+    beat(c, "a", 1, owned={"t": frozenset(range(6))})
+    c.timers.run_due(clock.now)
+    assert set(group.members) == {"a"}
+
+
 def test_revocation_timeout_fences_a_member_that_never_revokes() -> None:
     c, _, clock = make()
     join(c, "a", rebalance_timeout_ms=20_000)
@@ -260,6 +283,29 @@ async def test_classic_join_to_a_consumer_group_is_refused() -> None:
         protocols=[("range", b"")], require_known_member_id=False,
     ))
     assert result.error is E.inconsistent_group_protocol
+
+
+async def test_a_classic_join_replaces_an_empty_consumer_group_and_keeps_its_offsets() -> None:
+    c, logs, clock = make()
+    join(c, "a")
+    assert c.commit_offsets(group_id=GROUP, generation_id=1, member_id="a", group_instance_id=None,
+                            commits=[OffsetCommit("t", 1, 7)]) == {("t", 1): E.none}
+    beat(c, "a", -1)
+    group = c.consumer_group(GROUP)
+    assert group is not None and group.state() is ConsumerGroupState.EMPTY
+    result = await c.join_group(JoinGroupRequest(
+        group_id=GROUP, member_id="", group_instance_id=None, client_id="c", client_host="/127.0.0.1",
+        session_timeout_ms=10000, rebalance_timeout_ms=10000, protocol_type="consumer",
+        protocols=[("range", b"")], require_known_member_id=False,
+    ))
+    assert result.error is E.none
+    assert c.consumer_group(GROUP) is None and GROUP in c.groups
+    assert c.fetch_offsets(GROUP, [("t", 1)])[("t", 1)].offset == 7
+    # The consumer group's tombstones were written: a restarted coordinator has only the classic group.
+    restarted = GroupCoordinator(logs, clock, GroupConfig(offsets_topic_num_partitions=3))
+    restarted.load()
+    assert restarted.consumer_group(GROUP) is None
+    assert restarted.fetch_offsets(GROUP, [("t", 1)])[("t", 1)].offset == 7
 
 
 def test_delete_consumer_group_only_when_empty() -> None:

@@ -54,8 +54,10 @@ def test_group_metadata_key_v2() -> None:
     assert decode_key(expected) == GroupKey("grp")
 
 
-def test_kip848_keys_are_skipped() -> None:
-    assert decode_key(i16(3) + s("grp")) is None
+def test_share_and_streams_group_keys_are_skipped() -> None:
+    # 11: ShareGroupMetadataKey, 17: StreamsGroupMetadataKey (not served by this coordinator)
+    assert decode_key(i16(11) + s("grp")) is None
+    assert decode_key(i16(17) + s("grp")) is None
 
 
 def test_offset_commit_value_v3() -> None:

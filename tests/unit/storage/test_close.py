@@ -1,0 +1,133 @@
+"""What a clean close makes durable: every file written since its last fsync (a rolled segment too), the
+producer snapshots, the checkpoints and then the clean-shutdown marker; and nothing for files untouched
+since, so a broker with thousands of empty partitions stops without an fsync for each. The fsyncs are
+the real ones: `os.fsync` is wrapped only to note which file each was for."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from minikafka.protocol.records import Record, build_batch
+from minikafka.storage.clock import ManualClock
+from minikafka.storage.config import LogConfig
+from minikafka.storage.log import PartitionLog
+from minikafka.storage.manager import CLEAN_SHUTDOWN_FILE, LogManager
+
+NOW = 1_700_000_000_000
+
+
+class FsyncSpy:
+    """Names (relative to `root`) of the files fsynced, in any thread; `failing` names fail with EIO once."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.synced: list[str] = []
+        self.failing: set[str] = set()
+        self._real = os.fsync
+
+    def __call__(self, fd: int) -> None:
+        name = os.path.relpath(os.readlink(f"/proc/self/fd/{fd}"), self.root)
+        if name in self.failing:
+            self.failing.discard(name)
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        self._real(fd)
+        self.synced.append(name)
+
+    def take(self) -> set[str]:
+        synced, self.synced = set(self.synced), []
+        return synced
+
+
+@pytest.fixture
+def fsyncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FsyncSpy]:
+    spy = FsyncSpy(tmp_path)
+    monkeypatch.setattr(os, "fsync", spy)
+    yield spy
+
+
+def batch(count: int, *, producer_id: int = -1) -> bytes:
+    records = [Record(b"k%d" % i, b"v" * 100, (), NOW + i) for i in range(count)]
+    if producer_id < 0:
+        return build_batch(records)
+    return build_batch(records, producer_id=producer_id, producer_epoch=0, base_sequence=0)
+
+
+def test_clean_close_fsyncs_what_was_written_and_nothing_untouched(tmp_path: Path, fsyncs: FsyncSpy) -> None:
+    manager = LogManager(tmp_path, LogConfig(), ManualClock(NOW))
+    manager.load()
+    manager.create_topic("busy", 2)
+    manager.create_topic("idle", 50)
+    for partition in (0, 1):
+        log = manager.partition("busy", partition)
+        assert log is not None
+        for _ in range(59):  # past index.interval.bytes: the offset and time indexes get entries too
+            log.append(batch(1), NOW)
+        log.append(batch(1, producer_id=7 + partition), NOW)  # a producer for the snapshot to hold
+    fsyncs.take()
+
+    manager.close(clean=True)
+
+    synced = fsyncs.take()
+    for partition in (0, 1):
+        for suffix in (".log", ".index", ".timeindex"):
+            assert f"busy-{partition}/{0:020d}{suffix}" in synced
+        assert f"busy-{partition}/{60:020d}.snapshot.tmp" in synced, "the producer snapshot is made durable"
+        assert (tmp_path / f"busy-{partition}" / f"{60:020d}.snapshot").exists()
+    assert not [name for name in synced if name.startswith("idle-")], "an untouched partition costs no fsync"
+    assert {"recovery-point-offset-checkpoint.tmp", "log-start-offset-checkpoint.tmp",
+            f"{CLEAN_SHUTDOWN_FILE}.tmp"} <= synced
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+
+    again = LogManager(tmp_path, LogConfig(), ManualClock(NOW))
+    again.load()
+    reopened = again.partition("busy", 1)
+    assert reopened is not None and reopened.log_end_offset == 60
+    fsyncs.take()
+    again.close(clean=True)
+    synced = fsyncs.take()
+    # Nothing was written since the last close: only the checkpoints and the marker are written again.
+    assert not [name for name in synced if name.startswith(("busy-", "idle-"))], synced
+
+
+def test_flush_reaches_a_rolled_segment_and_then_costs_nothing(tmp_path: Path, fsyncs: FsyncSpy) -> None:
+    log = PartitionLog(tmp_path / "t-0", "t", 0, LogConfig(), NOW)
+    log.open(recovery_point=0, log_start_offset=0, clean=True)
+    log.append(batch(3), NOW)
+    log.roll(NOW)
+    log.append(batch(2), NOW)
+
+    log.flush()
+
+    synced = fsyncs.take()
+    assert {f"t-0/{0:020d}.log", f"t-0/{3:020d}.log"} <= synced, "the segment rolled since the last flush too"
+    log.flush()
+    assert fsyncs.take() == set(), "nothing written since the last flush"
+    log.close()
+
+
+def test_failed_fsync_at_close_leaves_no_clean_shutdown_marker(tmp_path: Path, fsyncs: FsyncSpy) -> None:
+    """Linux reports a failed writeback to one fsync only, so the close's own retry of that fsync may
+    succeed: the failure seen first must still keep the marker away."""
+    manager = LogManager(tmp_path, LogConfig(), ManualClock(NOW))
+    manager.load()
+    manager.create_topic("t", 3)
+    for partition in range(3):
+        log = manager.partition("t", partition)
+        assert log is not None
+        log.append(batch(2), NOW)
+    fsyncs.failing.add(f"t-1/{0:020d}.log")
+
+    manager.close(clean=True)
+
+    assert not fsyncs.failing, "the fsync that fails was attempted"
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists(), "the next start must recover"
+    again = LogManager(tmp_path, LogConfig(), ManualClock(NOW))
+    again.load()
+    for partition in range(3):
+        reopened = again.partition("t", partition)
+        assert reopened is not None and reopened.log_end_offset == 2
+    again.close()
