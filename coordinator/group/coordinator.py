@@ -117,6 +117,12 @@ class GroupCoordinator:
         self._metadata.schedule_retention()
 
     async def close(self) -> None:
+        # As Kafka's onGroupUnloaded: members parked in a rebalance are told NOT_COORDINATOR now (they
+        # look for the coordinator again) instead of holding the shutdown until the rebalance times out.
+        for group in self.groups.values():
+            for member in group.members.values():
+                member.complete_join(JoinResult(ErrorCode.not_coordinator, member.member_id))
+                member.complete_sync(SyncResult(ErrorCode.not_coordinator))
         await self._metadata.timers.close()
 
     # -- classic membership --------------------------------------------------------------------

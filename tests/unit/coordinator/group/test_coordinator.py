@@ -482,3 +482,23 @@ async def test_transactional_commit_checks_generation_and_member_kip_447() -> No
         assert result == {("t", 0): expected}, fields
     coord.complete_transaction(coord.partition_for("g"), 7, 0, commit=True)
     assert coord.fetch_offsets("g", [("t", 0)])[("t", 0)].offset == 9
+
+
+async def test_close_answers_parked_members_not_coordinator() -> None:
+    """Kafka's onGroupUnloaded: a member waiting in JoinGroup or SyncGroup is answered NOT_COORDINATOR at
+    once when the coordinator shuts down, not when the rebalance times out."""
+    coord, _, _ = make()
+    a, b = await stable_pair(coord)
+    rejoin_a, rejoin_b = asyncio.create_task(join(coord, a)), asyncio.create_task(join(coord, b))
+    await asyncio.sleep(0)
+    assert (await rejoin_a).generation_id == (await rejoin_b).generation_id == 3
+    parked_sync = asyncio.create_task(sync(coord, b, 3))  # the follower waits for the leader's assignment
+    await asyncio.sleep(0)
+    alone = await join(coord, group="h")
+    await sync(coord, alone.member_id, alone.generation_id, {alone.member_id: b"all"}, group="h")
+    parked_join = asyncio.create_task(join(coord, group="h"))  # a newcomer waits for the member to rejoin
+    await asyncio.sleep(0)
+    assert not parked_sync.done() and not parked_join.done()
+    await coord.close()
+    assert (await asyncio.wait_for(parked_sync, 5)).error is E.not_coordinator
+    assert (await asyncio.wait_for(parked_join, 5)).error is E.not_coordinator
