@@ -16,8 +16,8 @@ Behavior:
   node's id with INVALID_REQUEST ("Unexpected broker id, expected 1, but received 2"). Persisted and
   applied at once to the topic defaults (broker/dynamic_config.py).
 - GROUP (32) resources: Kafka's group configs (GroupConfig); an unknown key or a value outside the
-  broker's group.consumer.*/group.share.* bounds is INVALID_CONFIG. Stored and described only: they
-  govern KIP-848 groups, which minikafka does not have yet.
+  broker's group.consumer.*/group.share.* bounds is INVALID_CONFIG. consumer.session.timeout.ms and
+  consumer.heartbeat.interval.ms apply to that KIP-848 group from its members' next heartbeat.
 - BROKER_LOGGER (8): INVALID_REQUEST (no log4j loggers here); other types: INVALID_REQUEST ("Unknown
   resource type N").
 """
