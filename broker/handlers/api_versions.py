@@ -36,7 +36,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 @lru_cache(maxsize=64)
-def _response(registry: Registry, response_cls: type, transaction_version: int) -> Any:
+def _response(registry: Registry, response_cls: Any, transaction_version: int) -> Any:
     """The whole answer for one version: it depends only on the node's registry and static config, and
     building and encoding its ~70 entries per request cost ~230 µs (clients send one per connection)."""
     found = features(registry.kafka_version, transaction_version,
