@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from minikafka.broker.config import build_config
-from minikafka.broker.context import RequestContext
 from minikafka.broker.dispatch import dispatch
 from minikafka.broker.metrics import BrokerMetrics
 from minikafka.broker.observe import Exchange, ExchangeObserver
@@ -37,7 +36,7 @@ from minikafka.broker.recorder import FlightRecorder
 from minikafka.broker.server import BrokerServer
 from minikafka.coordinator.group.state import Group, GroupState
 from minikafka.coordinator.transaction.state import TxnMetadata, TxnState
-from trace_cost import FETCH_BATCHES, batch, request_frames  # bench/ is the script's folder, on sys.path
+from trace_cost import bench_broker, request_frames  # bench/ is the script's folder, on sys.path
 
 TOPIC = "bench-metrics"
 
@@ -55,52 +54,33 @@ def _best_us(call: Callable[[], object], calls: int, rounds: int) -> float:
 
 
 async def _requests(calls: int, rounds: int) -> tuple[list[tuple[str, str, float]], list[Exchange]]:
-    with tempfile.TemporaryDirectory(prefix="minikafka-bench-") as data_dir:
-        server = BrokerServer(build_config(host="127.0.0.1", port=0, data_dir=Path(data_dir)))
-        await server.start()
-        try:
-            services = server.services
-            assert services is not None and server.node is not None
-            services.logs.create_topic(TOPIC, 1)
-            log = services.logs.partition(TOPIC, 0)
-            assert log is not None
-            for _ in range(FETCH_BATCHES * 2):
-                log.append(bytearray(batch()), services.clock.now_ms())
-            node = server.node
-
-            def make_context(api_key: int, api_version: int, correlation_id: int,
-                             client_id: str | None) -> RequestContext:
-                return RequestContext(api_key, api_version, correlation_id, client_id, 1, "127.0.0.1:1", node,
-                                      services)
-
-            metrics = BrokerMetrics()
-            ring = FlightRecorder(ring_size=1000, trace_file=None, decode_records=False, apis=(), client_ids=(),
-                                  topics=())
-            kept: list[Exchange] = []
-            variants: list[tuple[str, list[ExchangeObserver]]] = [
-                ("none", []), ("metrics", [metrics.observe]), ("ring", [ring.observe]),
-                ("ring + metrics (default)", [ring.observe, metrics.observe]),
-                ("keep the exchange", [kept.append])]
-            rows = []
-            for label, frame in request_frames(TOPIC, TOPIC):
-                best = [float("inf")] * len(variants)
-                for _ in range(rounds):
-                    for index, (_name, observers) in enumerate(variants):
-                        services.observers.exchanges[:] = observers
-                        kept.clear()
-                        best[index] = min(best[index], await _per_call_us(frame, make_context, calls))
-                rows += [(label, name, micros) for (name, _), micros in zip(variants[:-1], best, strict=False)]
-            # One exchange of each kind, with its real response, for observe() alone.
-            exchanges = []
-            for _label, frame in request_frames(TOPIC, TOPIC):
-                services.observers.exchanges[:] = [kept.append]
-                kept.clear()
-                await dispatch(frame, make_context)
-                exchanges.append(kept[0])
-            services.observers.exchanges[:] = []
-            return rows, exchanges
-        finally:
-            await server.shutdown()
+    async with bench_broker([TOPIC], TOPIC) as (services, make_context):
+        metrics = BrokerMetrics()
+        ring = FlightRecorder(ring_size=1000, trace_file=None, decode_records=False, apis=(), client_ids=(),
+                              topics=())
+        kept: list[Exchange] = []
+        variants: list[tuple[str, list[ExchangeObserver]]] = [
+            ("none", []), ("metrics", [metrics.observe]), ("ring", [ring.observe]),
+            ("ring + metrics (default)", [ring.observe, metrics.observe]),
+            ("keep the exchange", [kept.append])]
+        rows = []
+        for label, frame in request_frames(TOPIC, TOPIC):
+            best = [float("inf")] * len(variants)
+            for _ in range(rounds):
+                for index, (_name, observers) in enumerate(variants):
+                    services.observers.exchanges[:] = observers
+                    kept.clear()
+                    best[index] = min(best[index], await _per_call_us(frame, make_context, calls))
+            rows += [(label, name, micros) for (name, _), micros in zip(variants[:-1], best, strict=False)]
+        # One exchange of each kind, with its real response, for observe() alone.
+        exchanges = []
+        for _label, frame in request_frames(TOPIC, TOPIC):
+            services.observers.exchanges[:] = [kept.append]
+            kept.clear()
+            await dispatch(frame, make_context)
+            exchanges.append(kept[0])
+        services.observers.exchanges[:] = []
+        return rows, exchanges
 
 
 async def _longest_stall_ms(services: Any) -> float:

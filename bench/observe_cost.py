@@ -33,13 +33,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from minikafka.broker.config import BrokerConfig, build_config
-from minikafka.broker.context import RequestContext
+from minikafka.broker.config import BrokerConfig
 from minikafka.broker.debugging import install_debugging
 from minikafka.broker.dispatch import dispatch
 from minikafka.broker.observe import ExchangeObserver
-from minikafka.broker.server import BrokerServer
-from trace_cost import FETCH_BATCHES, batch, request_frames  # bench/ is the script's folder, on sys.path
+from trace_cost import bench_broker, request_frames  # bench/ is the script's folder, on sys.path
 
 TOPIC = "bench-observe"
 
@@ -61,50 +59,32 @@ def _variants(services: Any, config: BrokerConfig, trace_path: Path) -> tuple[li
 
 
 async def _run(calls: int, rounds: int) -> list[tuple[str, str, float, float, float]]:
-    with tempfile.TemporaryDirectory(prefix="minikafka-bench-") as data_dir:
-        config = build_config(host="127.0.0.1", port=0, data_dir=Path(data_dir))
-        server = BrokerServer(config)
-        await server.start()
-        installed = list(server.services.observers.exchanges) if server.services is not None else []
-        closers: list[Any] = []
-        try:
-            services = server.services
-            assert services is not None and server.node is not None
-            services.logs.create_topic(TOPIC, 1)
-            log = services.logs.partition(TOPIC, 0)
-            assert log is not None
-            for _ in range(FETCH_BATCHES * 2):
-                log.append(bytearray(batch()), services.clock.now_ms())
-            node = server.node
-
-            def make_context(api_key: int, api_version: int, correlation_id: int,
-                             client_id: str | None) -> RequestContext:
-                return RequestContext(api_key, api_version, correlation_id, client_id, 1, "127.0.0.1:1", node,
-                                      services)
-
-            variants, closers = _variants(services, config, Path(data_dir) / "trace.jsonl")
-            rows = []
-            for label, frame in request_frames(TOPIC, TOPIC):
-                samples: list[list[float]] = [[] for _ in variants]
-                for _ in range(rounds):
-                    for index, (_name, observers) in enumerate(variants):
-                        services.observers.exchanges[:] = observers
-                        # CPU time of this process, not wall time: time spent descheduled is not ours.
-                        start = time.process_time()
-                        for _ in range(calls):
-                            await dispatch(frame, make_context)
-                        samples[index].append((time.process_time() - start) / calls * 1e6)
-                off = samples[0]
-                rows += [(label, name, min(times), statistics.median(times),
-                          statistics.median(mine - base for mine, base in zip(times, off, strict=True)))
-                         for (name, _), times in zip(variants, samples, strict=True)]
-            return rows
-        finally:
-            for close in closers:
-                close()
-            if server.services is not None:
-                server.services.observers.exchanges[:] = installed
-            await server.shutdown()
+    with tempfile.TemporaryDirectory(prefix="minikafka-bench-trace-") as trace_dir:
+        async with bench_broker([TOPIC], TOPIC) as (services, make_context):
+            installed = list(services.observers.exchanges)
+            closers: list[Any] = []
+            try:
+                variants, closers = _variants(services, services.config, Path(trace_dir) / "trace.jsonl")
+                rows = []
+                for label, frame in request_frames(TOPIC, TOPIC):
+                    samples: list[list[float]] = [[] for _ in variants]
+                    for _ in range(rounds):
+                        for index, (_name, observers) in enumerate(variants):
+                            services.observers.exchanges[:] = observers
+                            # CPU time of this process, not wall time: time spent descheduled is not ours.
+                            start = time.process_time()
+                            for _ in range(calls):
+                                await dispatch(frame, make_context)
+                            samples[index].append((time.process_time() - start) / calls * 1e6)
+                    off = samples[0]
+                    rows += [(label, name, min(times), statistics.median(times),
+                              statistics.median(mine - base for mine, base in zip(times, off, strict=True)))
+                             for (name, _), times in zip(variants, samples, strict=True)]
+                return rows
+            finally:
+                for close in closers:
+                    close()
+                services.observers.exchanges[:] = installed
 
 
 def main() -> int:

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import tempfile
 import time
 import timeit
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,36 @@ FETCH_BATCHES = 10
 def batch(count: int = 10, size: int = 20) -> bytes:
     return build_batch([Record(key=b"key-%d" % i, value=b"v" * size, timestamp=1_700_000_000_000 + i)
                         for i in range(count)])
+
+
+@contextlib.asynccontextmanager
+async def bench_broker(topics: Iterable[str], fetch_topic: str,
+                       overrides: Iterable[str] = ()) -> AsyncIterator[tuple[Any, Callable[..., RequestContext]]]:
+    """An in-process broker with `topics` created and `fetch_topic` holding 2 x FETCH_BATCHES batches;
+    yields its services and a context factory for `dispatch`, and shuts it down afterwards."""
+    with tempfile.TemporaryDirectory(prefix="minikafka-bench-") as data_dir:
+        server = BrokerServer(build_config(overrides=list(overrides), host="127.0.0.1", port=0,
+                                           data_dir=Path(data_dir)))
+        await server.start()
+        try:
+            services = server.services
+            assert services is not None and server.node is not None
+            for topic in {*topics, fetch_topic}:
+                services.logs.create_topic(topic, 1)
+            fetch_log = services.logs.partition(fetch_topic, 0)
+            assert fetch_log is not None
+            for _ in range(FETCH_BATCHES * 2):
+                fetch_log.append(bytearray(batch()), services.clock.now_ms())
+            node = server.node
+
+            def make_context(api_key: int, api_version: int, correlation_id: int,
+                             client_id: str | None) -> RequestContext:
+                return RequestContext(api_key, api_version, correlation_id, client_id, 1, "127.0.0.1:1", node,
+                                      services)
+
+            yield services, make_context
+        finally:
+            await server.shutdown()
 
 
 def request_frames(topic: str = TOPIC, fetch_topic: str = FETCH_TOPIC) -> list[tuple[str, bytes]]:
@@ -89,60 +120,39 @@ async def _per_call_us(frame: bytes, make_context: Any, calls: int) -> float:
 
 
 async def _measure(calls: int, rounds: int, trace_dir: Path) -> tuple[list[tuple[str, str, float]], list[Exchange]]:
-    with tempfile.TemporaryDirectory(prefix="minikafka-bench-") as data_dir:
-        server = BrokerServer(build_config(overrides=["minikafka.trace.ring.size=0"], host="127.0.0.1", port=0,
-                                           data_dir=Path(data_dir)))
-        await server.start()
-        try:
-            services = server.services
-            assert services is not None and server.node is not None
-            services.logs.create_topic(TOPIC, 1)
-            services.logs.create_topic(FETCH_TOPIC, 1)
-            fetch_log = services.logs.partition(FETCH_TOPIC, 0)
-            assert fetch_log is not None
-            for _ in range(FETCH_BATCHES * 2):
-                fetch_log.append(bytearray(batch()), services.clock.now_ms())
-            node = server.node
-
-            def make_context(api_key: int, api_version: int, correlation_id: int,
-                             client_id: str | None) -> RequestContext:
-                return RequestContext(api_key, api_version, correlation_id, client_id, 1, "127.0.0.1:1", node,
-                                      services)
-
-            variants: list[tuple[str, Callable[[], FlightRecorder | None]]] = [
-                ("off (ring.size=0)", lambda: None),
-                ("ring (default 1000)", lambda: _recorder(1000, None, False)),
-                ("ring + --trace FILE", lambda: _recorder(1000, str(trace_dir / "trace.jsonl"), False)),
-                ("ring + --trace FILE --trace-records",
-                 lambda: _recorder(1000, str(trace_dir / "trace-records.jsonl"), True)),
-            ]
-            recorders = [make() for _, make in variants]
-            # What every broker has registered anyway (the metrics observer): kept in every variant, so the
-            # differences are the recorder's own.
-            installed = list(services.observers.exchanges)
-            print("observers in every variant: "
-                  + (", ".join(getattr(o, "__qualname__", repr(o)) for o in installed) or "none"))
-            rows = []
-            for label, frame in request_frames():
-                best = [float("inf")] * len(variants)
-                for _ in range(rounds):
-                    for index, recorder in enumerate(recorders):
-                        services.observers.exchanges[:] = installed + ([] if recorder is None else
-                                                                      [recorder.observe])
-                        best[index] = min(best[index], await _per_call_us(frame, make_context, calls))
-                rows += [(label, name, micros) for (name, _), micros in zip(variants, best, strict=True)]
-            # One real exchange of each, as dispatch hands it to observers, for the recorder alone below.
-            seen: list[Exchange] = []
-            services.observers.exchanges[:] = [seen.append]
-            for _label, frame in request_frames():
-                await dispatch(frame, make_context)
-            services.observers.exchanges[:] = installed
-            for recorder in recorders:
-                if recorder is not None:
-                    recorder.close()
-            return rows, seen
-        finally:
-            await server.shutdown()
+    async with bench_broker([TOPIC], FETCH_TOPIC, ["minikafka.trace.ring.size=0"]) as (services, make_context):
+        variants: list[tuple[str, Callable[[], FlightRecorder | None]]] = [
+            ("off (ring.size=0)", lambda: None),
+            ("ring (default 1000)", lambda: _recorder(1000, None, False)),
+            ("ring + --trace FILE", lambda: _recorder(1000, str(trace_dir / "trace.jsonl"), False)),
+            ("ring + --trace FILE --trace-records",
+             lambda: _recorder(1000, str(trace_dir / "trace-records.jsonl"), True)),
+        ]
+        recorders = [make() for _, make in variants]
+        # What every broker has registered anyway (the metrics observer): kept in every variant, so the
+        # differences are the recorder's own.
+        installed = list(services.observers.exchanges)
+        print("observers in every variant: "
+              + (", ".join(getattr(o, "__qualname__", repr(o)) for o in installed) or "none"))
+        rows = []
+        for label, frame in request_frames():
+            best = [float("inf")] * len(variants)
+            for _ in range(rounds):
+                for index, recorder in enumerate(recorders):
+                    services.observers.exchanges[:] = installed + ([] if recorder is None else
+                                                                  [recorder.observe])
+                    best[index] = min(best[index], await _per_call_us(frame, make_context, calls))
+            rows += [(label, name, micros) for (name, _), micros in zip(variants, best, strict=True)]
+        # One real exchange of each, as dispatch hands it to observers, for the recorder alone below.
+        seen: list[Exchange] = []
+        services.observers.exchanges[:] = [seen.append]
+        for _label, frame in request_frames():
+            await dispatch(frame, make_context)
+        services.observers.exchanges[:] = installed
+        for recorder in recorders:
+            if recorder is not None:
+                recorder.close()
+        return rows, seen
 
 
 def _best_us(call: Callable[[], object], calls: int, rounds: int) -> float:
