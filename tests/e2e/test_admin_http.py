@@ -12,6 +12,8 @@ import os
 import shutil
 import socket
 import subprocess
+import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -189,3 +191,29 @@ def test_off_unless_configured_and_loopback_by_default(broker_factory: Callable[
     assert listening["host"] == "127.0.0.1"
     assert _log_event(enabled, "broker ready")["admin_port"] == listening["port"]
     assert _request(f"http://127.0.0.1:{listening['port']}", "GET", "/health") == (200, {"status": "ok"})
+
+
+@pytest.mark.parametrize("mode", ["inprocess", "process"])
+def test_a_pending_long_poll_does_not_hold_the_stop(mode: str) -> None:
+    """A /state/wait that would wait a minute, and a connection that never sends its request, end when the
+    broker stops instead of holding the stop until they time out."""
+    with Broker({"admin.listener.port": 0}, mode=mode) as broker:
+        topic = f"never-{uuid.uuid4().hex[:8]}"
+        create_topic(broker.bootstrap_servers, topic)
+        assert broker.admin_url is not None
+        address = urllib.parse.urlsplit(broker.admin_url)
+        host, port = address.hostname or "127.0.0.1", address.port or 0
+        silent = socket.create_connection((host, port), timeout=5)
+        waiting = http.client.HTTPConnection(host, port, timeout=120)
+        waiting.request("GET", f"/state/wait?topic={topic}&partition=0&lso=1000000&timeout_ms=60000")
+        # A later admin request answered: the listener has taken both connections (it serves them in order).
+        assert topic in json.dumps(broker.state())
+        started = time.monotonic()
+        broker.stop()
+        stopped_after = time.monotonic() - started
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            waiting.getresponse()
+        silent.close()
+        waiting.close()
+        # Far below the minute the long-poll asked for: the stop did not wait it out (a bound, not a speed).
+        assert stopped_after < 30, f"the stop took {stopped_after:.1f} s"
