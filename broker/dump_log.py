@@ -279,7 +279,7 @@ def _batches(data: bytes | mmap.mmap, start: int, end: int, display: str) -> Ite
         if _LOG_OVERHEAD + size < _V2_HEADER_SIZE:
             raise DumpError(f"the batch at position {position} is {_LOG_OVERHEAD + size} bytes, less than "
                             f"a v2 batch header ({_V2_HEADER_SIZE})")
-        yield _Batch(*_V2_HEADER.unpack_from(data, position), position=position)
+        yield _Batch(*_V2_HEADER.unpack_from(data, position), position)  # the header fields, then where
         position += _LOG_OVERHEAD + size
 
 
