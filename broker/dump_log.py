@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import mmap
 import os
@@ -251,6 +252,9 @@ class _Batch(BatchHeader):
         return "LogAppendTime" if self.attributes & TIMESTAMP_TYPE_MASK else "CreateTime"
 
 
+_HEADER_FIELDS = tuple(field.name for field in dataclasses.fields(BatchHeader))
+
+
 def _increment_sequence(sequence: int, increment: int) -> int:
     """Kafka's DefaultRecordBatch.incrementSequence: sequences wrap from Int32 max to 0."""
     if sequence > INT32_MAX - increment:
@@ -279,7 +283,8 @@ def _batches(data: bytes | mmap.mmap, start: int, end: int, display: str) -> Ite
         if _LOG_OVERHEAD + size < _V2_HEADER_SIZE:
             raise DumpError(f"the batch at position {position} is {_LOG_OVERHEAD + size} bytes, less than "
                             f"a v2 batch header ({_V2_HEADER_SIZE})")
-        yield _Batch(*_V2_HEADER.unpack_from(data, position), position)  # the header fields, then where
+        header = BatchHeader(*_V2_HEADER.unpack_from(data, position))
+        yield _Batch(**{name: getattr(header, name) for name in _HEADER_FIELDS}, position=position)
         position += _LOG_OVERHEAD + size
 
 
