@@ -27,6 +27,7 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from minikafka.broker.config import build_config
 from minikafka.broker.context import RequestContext
 from minikafka.broker.dispatch import dispatch
+from minikafka.broker.security.session import plaintext_session
 from minikafka.broker.server import BrokerServer
 from minikafka.protocol.codec import encode_request
 
@@ -92,7 +93,8 @@ async def _measure(baseline: Dispatch | None, calls: int) -> list[tuple[str, str
 
             def make_context(api_key: int, api_version: int, correlation_id: int,
                              client_id: str | None) -> RequestContext:
-                return RequestContext(api_key, api_version, correlation_id, client_id, 1, "bench", node, services)
+                return RequestContext(api_key, api_version, correlation_id, client_id, 1, "bench", node, services,
+                                      plaintext_session("127.0.0.1"))
 
             rows = []
             for name, frame in _frames():

@@ -42,6 +42,7 @@ from minikafka.broker.context import RequestContext
 from minikafka.broker.dispatch import dispatch
 from minikafka.broker.observe import Exchange
 from minikafka.broker.recorder import FlightRecorder
+from minikafka.broker.security.session import plaintext_session
 from minikafka.broker.server import BrokerServer
 from minikafka.protocol.codec import encode_request
 from minikafka.protocol.records import Record, build_batch
@@ -79,7 +80,7 @@ async def bench_broker(topics: Iterable[str], fetch_topic: str,
             def make_context(api_key: int, api_version: int, correlation_id: int,
                              client_id: str | None) -> RequestContext:
                 return RequestContext(api_key, api_version, correlation_id, client_id, 1, "127.0.0.1:1", node,
-                                      services)
+                                      services, plaintext_session("127.0.0.1"))
 
             yield services, make_context
         finally:

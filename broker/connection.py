@@ -23,6 +23,7 @@ from .dispatch import CloseConnection, dispatch
 
 if TYPE_CHECKING:
     from .cluster import Node
+    from .security.session import Session
     from .services import BrokerServices
 
 _log = structlog.get_logger("minikafka.connection")
@@ -43,12 +44,14 @@ class Connection:
         writer: asyncio.StreamWriter,
         node: Node,
         services: BrokerServices,
+        session: Session,
     ) -> None:
         self.connection_id = connection_id
         self.reader = reader
         self.writer = writer
         self.node = node
         self.services = services
+        self.session = session
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         # True while a handler runs: shutdown lets it finish and the idle check leaves it alone.
@@ -65,7 +68,8 @@ class Connection:
 
     def _context(self, api_key: int, api_version: int, correlation_id: int, client_id: str | None) -> RequestContext:
         self._request_context = RequestContext(
-            api_key, api_version, correlation_id, client_id, self.connection_id, self.peer, self.node, self.services
+            api_key, api_version, correlation_id, client_id, self.connection_id, self.peer, self.node, self.services,
+            self.session,
         )
         return self._request_context
 

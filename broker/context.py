@@ -10,6 +10,7 @@ from minikafka.protocol.api_keys import api_name
 
 if TYPE_CHECKING:
     from .cluster import Node
+    from .security.session import Session
     from .services import BrokerServices
 
 
@@ -23,6 +24,8 @@ class RequestContext:
     peer: str
     node: Node
     services: BrokerServices
+    # The connection's listener, client address and principal (shared by its requests; SASL updates it).
+    session: Session
     # Set by a throttling fault: the connection reads no further request for this long after sending the
     # response, as Kafka mutes a throttled channel (KIP-219).
     mute_ms: int = 0

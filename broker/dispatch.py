@@ -69,6 +69,8 @@ def _api_versions_fallback(ctx_registry_versions: list[tuple[int, int, int]], co
 _REQUEST = 0
 _RESPONSE = 1
 
+_BEFORE_AUTHENTICATION = frozenset((ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE))
+
 
 async def dispatch(frame: bytes, make_context: Callable[[int, int, int, str | None], RequestContext]) -> bytes | None:
     """Handle one request frame; return the response frame, or None when none is due (acks=0)."""
@@ -113,6 +115,9 @@ async def _dispatch(frame: bytes, peeked: PeekedHeader, ctx: RequestContext, see
             f"unsupported version {peeked.api_version} of {api_name(peeked.api_key)} "
             f"(accepted {route.versions.min}-{route.versions.max})"
         )
+    if ctx.session.awaiting_authentication and peeked.api_key not in _BEFORE_AUTHENTICATION:
+        # Kafka's SaslServerAuthenticator: any other request before authentication is an illegal SASL state.
+        raise CloseConnection(f"unexpected {api_name(peeked.api_key)} request before SASL authentication")
     decoded = decode_request(frame, peeked.api_key, peeked.api_version)
     ctx.client_id = decoded.client_id
     if seen is not None:

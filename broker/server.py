@@ -26,6 +26,7 @@ from .dynamic_config import DynamicConfigStore
 from .groups import make_group_coordinator
 from .handlers import all_handler_modules
 from .registry import Registry
+from .security.session import plaintext_session
 from .services import BrokerServices
 from .transactions import make_transaction_coordinator
 from .waiters import AppendWaiters
@@ -232,7 +233,7 @@ class BrokerServer:
             protocol = asyncio.StreamReaderProtocol(reader)
             transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock)
             writer = asyncio.StreamWriter(transport, protocol, reader, loop)
-            connection = Connection(connection_id, reader, writer, self.node, self.services)
+            connection = Connection(connection_id, reader, writer, self.node, self.services, plaintext_session(ip))
             task = asyncio.current_task()
             assert task is not None
             self._connections[connection_id] = (connection, task)

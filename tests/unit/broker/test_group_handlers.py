@@ -12,6 +12,7 @@ from minikafka.broker.config import BrokerConfig
 from minikafka.broker.context import RequestContext
 from minikafka.broker.groups import make_group_coordinator
 from minikafka.broker.handlers import all_handler_modules
+from minikafka.broker.security.session import plaintext_session
 from minikafka.coordinator.group import OffsetCommit
 from minikafka.protocol.build import build
 from minikafka.protocol.codec import encode_response
@@ -43,7 +44,8 @@ def services() -> Services:
 
 async def call(services: Services, api_key: int, version: int, **fields: Any) -> Any:
     request = build(load_request_schema(api_key, version), **fields)
-    ctx = RequestContext(api_key, version, 1, "cli", 1, "127.0.0.1:5555", NODE, services)  # type: ignore[arg-type]
+    ctx = RequestContext(api_key, version, 1, "cli", 1, "127.0.0.1:5555", NODE, services,  # type: ignore[arg-type]
+                         plaintext_session("127.0.0.1"))
     response = await HANDLERS[api_key].handle(ctx, request)
     encode_response(1, response)
     return response

@@ -1,0 +1,1 @@
+"""Who a connection is: listeners' security protocols, TLS, SASL and the authorizer."""
