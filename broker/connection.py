@@ -147,6 +147,10 @@ class Connection:
                     # client has read enough, so at most one large response per connection is buffered.
                     await self.writer.drain()
                 context = self._request_context
+                if context is not None and context.close_after_response:
+                    _log.info("closing connection after the response", api=context.api_key,
+                              connection_id=self.connection_id, peer=self.peer)
+                    return
                 if context is not None and context.mute_ms:
                     # Real time: the client times its back-off in real time, manual clock or not.
                     await asyncio.sleep(context.mute_ms / 1000)
