@@ -1,4 +1,4 @@
-"""`minikafka serve [PROPERTIES_FILE] [--override KEY=VALUE ...] [--host H] [--port P] [--data-dir DIR]
+"""`minikafka serve [PROPERTIES_FILE] [--override KEY=VALUE ...] [--host H] [--port P] [--data-dir DIR] [--nodes N]
 [--admin-port P] [--clock manual] [--kafka-version V]`
 and `minikafka txn-log [--data-dir DIR] [--transactional-id ID]`;
 `minikafka transactions ...` and `minikafka consumer-groups ...` are Kafka's admin tools (broker/*_tool.py)."""
@@ -45,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="bind address (default from listeners: 127.0.0.1)")
     serve.add_argument("--port", type=int, help="bind port (default 9092; 0 picks a free port)")
     serve.add_argument("--data-dir", type=Path, help="log directory (default ./data)")
+    serve.add_argument("--nodes", type=int, metavar="N",
+                       help="serve N nodes from this process, node i on each listener's port + i (README \"Cluster\")")
     serve.add_argument("--admin-port", type=int,
                        help="serve the HTTP admin API (faults, state) on this port, 0 for a free one; "
                             "binds admin.listener.host (default 127.0.0.1). Off by default")
@@ -171,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         admin_override = [] if args.admin_port is None else [f"admin.listener.port={args.admin_port}"]
         clock_override = [] if args.clock is None else [f"minikafka.clock={args.clock}"]
         version_override = [] if args.kafka_version is None else [f"minikafka.kafka.version={args.kafka_version}"]
+        version_override += [] if args.nodes is None else [f"minikafka.nodes={args.nodes}"]
         config = build_config(
             properties_file=args.properties, overrides=[*args.override, *admin_override, *clock_override,
                                                           *version_override, *_debugging_overrides(args)],

@@ -8,6 +8,7 @@ warned about (Kafka logs them as unused); a bad value is a `ConfigError` naming 
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -43,8 +44,18 @@ def _defs(*rows: tuple[str, str, str | None, str]) -> dict[str, BrokerConfigDef]
 BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("node.id", "int", "1", "This node's id."),
     ("broker.id", "int", "1", "Alias of node.id (ZooKeeper-era name)."),
-    ("listeners", "list", "PLAINTEXT://127.0.0.1:9092", "Listener to bind (first one is used)."),
-    ("advertised.listeners", "list", None, "Listener advertised to clients; defaults to listeners."),
+    ("listeners", "list", "PLAINTEXT://127.0.0.1:9092",
+     "Listeners to bind, `NAME://host:port`, comma-separated; every node binds each (README \"Security\")."),
+    ("advertised.listeners", "list", None,
+     "Addresses given to clients, by listener name; a listener not named here advertises its bound address."),
+    ("listener.security.protocol.map", "list",
+     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+     "Security protocol of each listener name, `NAME:PROTOCOL`."),
+    ("controller.listener.names", "list", None,
+     "KRaft controller listeners: listed in `listeners` by Kafka's configs, not served here (there is no quorum)."),
+    ("minikafka.nodes", "int", "1",
+     "minikafka: number of nodes served by this one process (README \"Cluster\"): ids node.id, node.id+1, ...; "
+     "node i binds each listener on its port + i (a free port each when the port is 0). `--nodes` sets it."),
     ("log.dirs", "list", "./data", "Directory holding the partition logs (first one is used)."),
     ("log.dir", "string", "./data", "Used when log.dirs is not set."),
     ("num.partitions", "int", "1", "Default partition count of auto-created topics."),
@@ -174,11 +185,15 @@ def env_properties(environ: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
 @dataclass(frozen=True, slots=True)
 class Listener:
     name: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"
 
     @classmethod
     def parse(cls, text: str) -> Listener:
@@ -186,7 +201,60 @@ class Listener:
         if not match:
             raise ConfigError(f"invalid listener {text!r}: expected NAME://host:port")
         host = match.group(2).strip("[]") or "0.0.0.0"
-        return cls(match.group(1), host, int(match.group(3)))
+        return cls(match.group(1).upper(), host, int(match.group(3)))
+
+
+def _protocol_map(value: str) -> dict[str, str]:
+    protocols: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        name, sep, protocol = item.partition(":")
+        if not sep or protocol.strip().upper() not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"invalid value {value!r} for configuration listener.security.protocol.map: "
+                              f"expected NAME:PROTOCOL with PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}")
+        protocols[name.strip().upper()] = protocol.strip().upper()
+    return protocols
+
+
+def _listeners(props: Mapping[str, str], listeners_value: str, protocol_map_value: str, nodes: int,
+               host: str | None, port: int | None) -> tuple[tuple[Listener, ...], dict[str, Listener]]:
+    """The listeners to bind, each with its security protocol, and the advertised address by listener name.
+
+    As Kafka: names are unique, every name needs a protocol (the map's defaults cover the four standard
+    names), controller listeners are left out. `--host/--port` replace the first listener's address."""
+    protocols = _protocol_map(protocol_map_value)
+    controller_names = {name.strip().upper() for name in props.get("controller.listener.names", "").split(",")}
+    parsed = [Listener.parse(text) for text in listeners_value.split(",") if text.strip()]
+    served = [listener for listener in parsed if listener.name not in controller_names]
+    if not served:
+        raise ConfigError("listeners names no listener for clients")
+    names = [listener.name for listener in served]
+    duplicate = next((name for name in names if names.count(name) > 1), None)
+    if duplicate is not None:
+        raise ConfigError(f"invalid value for configuration listeners: the listener name {duplicate} is used twice")
+    listeners: list[Listener] = []
+    for index, listener in enumerate(served):
+        protocol = protocols.get(listener.name)
+        if protocol is None:
+            raise ConfigError(f"no security protocol defined for listener {listener.name} "
+                              f"(set listener.security.protocol.map)")
+        if index == 0:
+            listener = Listener(listener.name, host if host is not None else listener.host,
+                                port if port is not None else listener.port)
+        listeners.append(Listener(listener.name, listener.host, listener.port, protocol))
+    # Node i binds port + i: the ranges must not overlap, or two nodes' listeners would want one port.
+    ranges = sorted((lst.port, lst.port + nodes - 1, lst.name) for lst in listeners if lst.port != 0)
+    for (_, first_end, first), (second_start, _, second) in itertools.pairwise(ranges):
+        if second_start <= first_end:
+            raise ConfigError(f"listeners {first} and {second} are too close for minikafka.nodes={nodes}: "
+                              f"node i binds port + i, so leave {nodes} ports between them (or use port 0)")
+    advertised: dict[str, Listener] = {}
+    for text in props.get("advertised.listeners", "").split(","):
+        if text.strip():
+            entry = Listener.parse(text)
+            if entry.name not in names:
+                raise ConfigError(f"advertised.listeners names {entry.name}, which is not in listeners")
+            advertised[entry.name] = entry
+    return tuple(listeners), advertised
 
 
 @dataclass(frozen=True)
@@ -196,6 +264,11 @@ class BrokerConfig:
     port: int = 9092
     advertised_host: str | None = None
     advertised_port: int | None = None
+    # Every listener to bind (the first is host:port above); empty: one PLAINTEXT listener on host:port.
+    listeners: tuple[Listener, ...] = ()
+    # Advertised address by listener name, where advertised.listeners gives one.
+    advertised_listeners: Mapping[str, Listener] = field(default_factory=dict)
+    nodes: int = 1
     data_dir: Path = Path("./data")
     num_partitions: int = 1
     auto_create_topics: bool = True
@@ -242,6 +315,14 @@ class BrokerConfig:
     # Every property as given (after precedence), for DescribeConfigs' "static" source.
     properties: Mapping[str, str] = field(default_factory=dict)
     unknown_keys: tuple[str, ...] = ()
+
+
+def served_listeners(config: BrokerConfig) -> tuple[Listener, ...]:
+    """The listeners to bind; the first at host:port, which `--host/--port` and tests set directly."""
+    if not config.listeners:
+        return (Listener("PLAINTEXT", config.host, config.port),)
+    first, *rest = config.listeners
+    return (Listener(first.name, config.host, config.port, first.security_protocol), *rest)
 
 
 def _is_storage_key(key: str) -> bool:
@@ -349,9 +430,11 @@ def build_config(
         assert value is not None
         return value
 
-    listener = Listener.parse(get("listeners").split(",")[0])
-    advertised = props.get("advertised.listeners")
-    advertised_listener = Listener.parse(advertised.split(",")[0]) if advertised else None
+    nodes = _at_least(1, "minikafka.nodes", get("minikafka.nodes"))
+    listeners, advertised_listeners = _listeners(props, get("listeners"), get("listener.security.protocol.map"),
+                                                 nodes, host, port)
+    listener = listeners[0]
+    advertised_listener = advertised_listeners.get(listener.name)
     log_dirs = props.get("log.dirs") or props.get("log.dir") or BROKER_CONFIGS["log.dirs"].default or "./data"
     node_id = int(props.get("node.id", props.get("broker.id", "1")))
     is_known_storage = known_storage_key or _is_storage_key
@@ -363,10 +446,13 @@ def build_config(
 
     return BrokerConfig(
         node_id=node_id,
-        host=host if host is not None else listener.host,
-        port=port if port is not None else listener.port,
+        host=listener.host,
+        port=listener.port,
         advertised_host=advertised_listener.host if advertised_listener else None,
         advertised_port=advertised_listener.port if advertised_listener else None,
+        listeners=listeners,
+        advertised_listeners=advertised_listeners,
+        nodes=nodes,
         data_dir=data_dir if data_dir is not None else Path(log_dirs.split(",")[0]),
         num_partitions=int(get("num.partitions")),
         auto_create_topics=get("auto.create.topics.enable").lower() == "true",

@@ -1,4 +1,11 @@
-"""BrokerServer: binds the listener, owns connections and background maintenance, shuts down cleanly."""
+"""BrokerServer: binds every node's listeners, owns connections and background maintenance, shuts down cleanly.
+
+One process serves `minikafka.nodes` nodes; each binds every listener (`listeners`, with its security
+protocol from `listener.security.protocol.map`). A connection belongs to the node and listener it came
+in on: its RequestContext carries that node (with the listener's address) and a Session (listener,
+security protocol, principal). Stopping a node closes its sockets and connections and marks it offline
+in the cluster view, so leadership moves as in a failover; starting it binds the same ports again.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +14,11 @@ import contextlib
 import itertools
 import math
 import socket
+import ssl
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
@@ -19,14 +28,14 @@ from minikafka.storage.clock import Clock, ManualClock, SystemClock, next_period
 from minikafka.storage.manager import LogManager
 
 from .cluster import ClusterView, Node
-from .config import BrokerConfig
+from .config import BrokerConfig, Listener, served_listeners
 from .connection import Connection
 from .debugging import install_debugging
 from .dynamic_config import DynamicConfigStore
 from .groups import make_group_coordinator
 from .handlers import all_handler_modules
 from .registry import Registry
-from .security.session import plaintext_session
+from .security.session import SASL_SSL, SSL, KafkaPrincipal, Session
 from .services import BrokerServices
 from .transactions import make_transaction_coordinator
 from .waiters import AppendWaiters
@@ -48,6 +57,46 @@ _LOAD_SLICE_S = 0.005
 
 def _family_of(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+# A client that opens a TLS listener's port and says nothing is dropped after this long (Kafka bounds the
+# handshake by connections.max.idle.ms; a shorter bound keeps stalled sockets from holding slots).
+_TLS_HANDSHAKE_TIMEOUT_S = 10.0
+
+
+@dataclass(slots=True)
+class _Tls:
+    context: ssl.SSLContext
+    # The principal of an SSL listener's client (from its certificate); SASL_SSL takes the SASL one.
+    principal: Callable[[ssl.SSLObject | None], KafkaPrincipal] | None
+
+
+@dataclass(slots=True, eq=False)
+class _NodeListener:
+    """One node's socket for one listener."""
+
+    node_id: int
+    listener: Listener
+    # What clients are told (advertised.listeners, or the bound address).
+    endpoint: Node
+    tls: _Tls | None
+    # The bound port, kept while the node is stopped so it comes back on the same one.
+    port: int
+    sock: socket.socket | None = None
+    accepting: asyncio.Task[None] | None = None
+
+
+def _tls_for(config: BrokerConfig, listener: Listener) -> _Tls:
+    from .security.tls import principal_builder, server_context  # only TLS listeners pay for importing it
+
+    principal = principal_builder(config.properties, listener.name) if listener.security_protocol == SSL else None
+    return _Tls(server_context(config.properties, listener.name), principal)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    sock = socket.create_server((host, port), family=_family_of(host), backlog=_LISTEN_BACKLOG)
+    sock.setblocking(False)
+    return sock
 
 
 def _resolve_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
@@ -78,10 +127,10 @@ class BrokerServer:
         self.config = config
         self.owns_process = owns_process
         self.clock = clock or _clock_for(config)
-        self._listener: socket.socket | None = None
-        self._accepting: asyncio.Task[None] | None = None
+        self._listeners: list[_NodeListener] = []
         # connection id -> (its Connection, None while being set up; the task serving it)
         self._connections: dict[int, tuple[Connection | None, asyncio.Task[None]]] = {}
+        self._connection_nodes: dict[int, int] = {}
         self._connections_per_ip: Counter[str] = Counter()
         self._per_ip_limits: dict[str, int] = {}
         # Set whenever a connection closes, so an accept loop held at max.connections looks again.
@@ -104,13 +153,20 @@ class BrokerServer:
         logs = LogManager(config.data_dir, dynamic_configs.log_defaults(), self.clock, node_id=config.node_id,
                           cluster_id=config.cluster_id)
         logs.load()
-        self._listener = socket.create_server((config.host, config.port), family=_family_of(config.host),
-                                              backlog=_LISTEN_BACKLOG)
-        self._listener.setblocking(False)
-        bound_port = self._listener.getsockname()[1]
+        listeners = served_listeners(config)
+        try:
+            self._bind_all(listeners)
+        except BaseException:
+            logs.close(clean=True)
+            raise
         self._per_ip_limits = _resolve_overrides(config.max_connections_per_ip_overrides)
-        self.node = Node(config.node_id, config.advertised_host or config.host, config.advertised_port or bound_port)
-        cluster = ClusterView(logs.cluster_id, [self.node])
+        first = listeners[0].name
+        cluster = ClusterView(logs.cluster_id, [nl.endpoint for nl in self._listeners if nl.listener.name == first],
+                              first)
+        for listener in listeners[1:]:
+            cluster.add_endpoints(listener.name,
+                                  [nl.endpoint for nl in self._listeners if nl.listener.name == listener.name])
+        self.node = self._listeners[0].endpoint
         waiters = AppendWaiters()
         groups = make_group_coordinator(config, logs, self.clock)
         groups.use_group_configs(dynamic_configs.group_layer)
@@ -135,10 +191,13 @@ class BrokerServer:
 
             self.admin = AdminListener(self.services, config.admin_host, config.admin_port)
             await self.admin.start()
-        self._accepting = asyncio.create_task(self._accept_forever(self._listener), name="accept")
-        _log.info("broker ready", host=config.host, port=bound_port, node_id=config.node_id,
+        for node_listener in self._listeners:
+            self._start_accepting(node_listener)
+        extra = {} if len(self._listeners) == 1 else {
+            "listeners": [f"{nl.node_id}:{nl.listener.name}://{nl.listener.host}:{nl.port}" for nl in self._listeners]}
+        _log.info("broker ready", host=config.host, port=self.bound_port, node_id=config.node_id,
                   cluster_id=logs.cluster_id, data_dir=str(config.data_dir), admin_port=self.admin_port,
-                  kafka_version=config.kafka_version)
+                  kafka_version=config.kafka_version, **extra)
         self._coordinator_load = asyncio.create_task(self._load_coordinators(config.coordinator_load_delay_ms / 1000),
                                                      name="coordinator load")
 
@@ -165,12 +224,97 @@ class BrokerServer:
                   transactional_ids=len(self.services.transactions.txns),
                   load_ms=round((time.monotonic() - started) * 1000, 1))
 
+    def _bind_all(self, listeners: tuple[Listener, ...]) -> None:
+        """Bind every node's listeners: node i on port + i (a free port each where the port is 0)."""
+        config = self.config
+        tls = {listener.name: _tls_for(config, listener) for listener in listeners
+               if listener.security_protocol in (SSL, SASL_SSL)}
+        try:
+            for index in range(config.nodes):
+                node_id = config.node_id + index
+                for position, listener in enumerate(listeners):
+                    sock = _bind(listener.host, listener.port + index if listener.port else 0)
+                    port = int(sock.getsockname()[1])
+                    advertised = config.advertised_listeners.get(listener.name)
+                    if position == 0 and (config.advertised_host or config.advertised_port):
+                        host = config.advertised_host or listener.host
+                        advertised_port = config.advertised_port + index if config.advertised_port else port
+                    elif advertised is not None:
+                        host, advertised_port = advertised.host, advertised.port + index if advertised.port else port
+                    else:
+                        host, advertised_port = listener.host, port
+                    self._listeners.append(_NodeListener(node_id, listener, Node(node_id, host, advertised_port),
+                                                         tls.get(listener.name), port, sock))
+        except BaseException:
+            for node_listener in self._listeners:
+                if node_listener.sock is not None:
+                    node_listener.sock.close()
+            self._listeners.clear()
+            raise
+
+    def _start_accepting(self, node_listener: _NodeListener) -> None:
+        assert node_listener.sock is not None
+        node_listener.accepting = asyncio.create_task(
+            self._accept_forever(node_listener),
+            name=f"accept-{node_listener.node_id}-{node_listener.listener.name}")
+
     @property
     def bound_port(self) -> int:
-        """The port the Kafka listener is bound to (the one `port=0` picked), whatever is advertised."""
-        if self._listener is None:
+        """The port the first node's first listener is bound to (the one `port=0` picked), whatever is advertised."""
+        if not self._listeners:
             raise RuntimeError("the broker has not been started")
-        return int(self._listener.getsockname()[1])
+        return self._listeners[0].port
+
+    def port_of(self, node_id: int, listener_name: str | None = None) -> int:
+        """A node's bound port on a listener (the first listener by default)."""
+        for node_listener in self._listeners:
+            if node_listener.node_id == node_id and listener_name in (None, node_listener.listener.name):
+                return node_listener.port
+        raise KeyError((node_id, listener_name))
+
+    @property
+    def node_ids(self) -> list[int]:
+        return sorted({node_listener.node_id for node_listener in self._listeners})
+
+    async def stop_node(self, node_id: int) -> None:
+        """What a broker failure looks like to clients: the node's ports refuse, its connections drop, and
+        it leaves the cluster view so its leaderships and coordinators move to the nodes still up."""
+        assert self.services is not None
+        if node_id not in self.node_ids:
+            raise KeyError(node_id)
+        for node_listener in self._listeners:
+            if node_listener.node_id == node_id:
+                await self._stop_accepting(node_listener)
+        self.services.cluster.set_online(node_id, False)
+        tasks = [task for connection_id, (_conn, task) in list(self._connections.items())
+                 if self._connection_nodes.get(connection_id) == node_id]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.config.shutdown_timeout_ms / 1000)
+        _log.info("node stopped", node_id=node_id)
+
+    async def start_node(self, node_id: int) -> None:
+        """Bring a stopped node back on the ports it had."""
+        assert self.services is not None
+        if node_id not in self.node_ids:
+            raise KeyError(node_id)
+        for node_listener in self._listeners:
+            if node_listener.node_id == node_id and node_listener.sock is None:
+                node_listener.sock = _bind(node_listener.listener.host, node_listener.port)
+                self._start_accepting(node_listener)
+        self.services.cluster.set_online(node_id, True)
+        _log.info("node started", node_id=node_id)
+
+    async def _stop_accepting(self, node_listener: _NodeListener) -> None:
+        if node_listener.accepting is not None:
+            node_listener.accepting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await node_listener.accepting
+            node_listener.accepting = None
+        if node_listener.sock is not None:
+            node_listener.sock.close()
+            node_listener.sock = None
 
     @property
     def admin_port(self) -> int | None:
@@ -183,8 +327,9 @@ class BrokerServer:
         their ports are free. The caller stops the event loop; connections drop as their tasks end."""
         if self.services is not None:
             self.services.logs.close(clean=False)
-        if self._listener is not None:
-            self._listener.close()
+        for node_listener in self._listeners:
+            if node_listener.sock is not None:
+                node_listener.sock.close()
         if self.admin is not None:
             self.admin.abort()
 
@@ -192,9 +337,11 @@ class BrokerServer:
     def connection_count(self) -> int:
         return len(self._connections)
 
-    async def _accept_forever(self, listener: socket.socket) -> None:
+    async def _accept_forever(self, node_listener: _NodeListener) -> None:
         """Accept connections, as Kafka's Acceptor: held at max.connections, over-limit IPs closed at once."""
         loop = asyncio.get_running_loop()
+        listener = node_listener.sock
+        assert listener is not None
         while True:
             while len(self._connections) >= self.config.max_connections:
                 # Like Kafka's Acceptor waiting for a slot: new clients wait in the listen backlog.
@@ -208,11 +355,11 @@ class BrokerServer:
                 await asyncio.sleep(_ACCEPT_RETRY_S)
                 continue
             try:
-                self._admit(sock, str(address[0]))
+                self._admit(sock, str(address[0]), node_listener)
             except OSError:
                 sock.close()  # reset by the client between accept and setup; never stop accepting for it
 
-    def _admit(self, sock: socket.socket, ip: str) -> None:
+    def _admit(self, sock: socket.socket, ip: str, node_listener: _NodeListener) -> None:
         limit = self._per_ip_limits.get(ip, self.config.max_connections_per_ip)
         if self._connections_per_ip[ip] >= limit:
             _log.info("rejected connection: too many connections from this address", peer=ip, limit=limit)
@@ -221,19 +368,38 @@ class BrokerServer:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._connections_per_ip[ip] += 1
         connection_id = next(self._ids)
-        task = asyncio.create_task(self._serve(connection_id, sock, ip), name=f"connection-{connection_id}")
+        task = asyncio.create_task(self._serve(connection_id, sock, ip, node_listener),
+                                   name=f"connection-{connection_id}")
         # Registered before the task first runs, so the count the accept loop checks is never behind.
         self._connections[connection_id] = (None, task)
+        self._connection_nodes[connection_id] = node_listener.node_id
 
-    async def _serve(self, connection_id: int, sock: socket.socket, ip: str) -> None:
-        assert self.services is not None and self.node is not None
+    async def _serve(self, connection_id: int, sock: socket.socket, ip: str, node_listener: _NodeListener) -> None:
+        assert self.services is not None
         loop = asyncio.get_running_loop()
+        listener = node_listener.listener
+        tls = node_listener.tls
         try:
             reader = asyncio.StreamReader(limit=_STREAM_LIMIT)
             protocol = asyncio.StreamReaderProtocol(reader)
-            transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock)
+            if tls is None:
+                transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock)
+            else:
+                try:
+                    transport, _ = await loop.connect_accepted_socket(
+                        lambda: protocol, sock, ssl=tls.context, ssl_handshake_timeout=_TLS_HANDSHAKE_TIMEOUT_S)
+                except (OSError, TimeoutError) as exc:
+                    # A plaintext client on a TLS port, an untrusted client certificate: Kafka logs the failed
+                    # handshake and closes; nothing else is affected.
+                    _log.info("TLS handshake failed; closing connection", peer=ip, listener=listener.name,
+                              node_id=node_listener.node_id, error=str(exc) or type(exc).__name__)
+                    sock.close()
+                    return
             writer = asyncio.StreamWriter(transport, protocol, reader, loop)
-            connection = Connection(connection_id, reader, writer, self.node, self.services, plaintext_session(ip))
+            session = Session(listener.name, listener.security_protocol, ip)
+            if tls is not None and tls.principal is not None:
+                session.principal = tls.principal(writer.get_extra_info("ssl_object"))
+            connection = Connection(connection_id, reader, writer, node_listener.endpoint, self.services, session)
             task = asyncio.current_task()
             assert task is not None
             self._connections[connection_id] = (connection, task)
@@ -244,6 +410,7 @@ class BrokerServer:
             sock.close()  # gone before it could be set up
         finally:
             self._connections.pop(connection_id, None)
+            self._connection_nodes.pop(connection_id, None)
             self._connections_per_ip[ip] -= 1
             if self._connections_per_ip[ip] <= 0:
                 del self._connections_per_ip[ip]
@@ -332,12 +499,8 @@ class BrokerServer:
 
     async def shutdown(self) -> None:
         """Stop accepting, let in-flight requests finish (bounded), then flush and close the logs."""
-        if self._accepting is not None:
-            self._accepting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._accepting
-        if self._listener is not None:
-            self._listener.close()
+        for node_listener in self._listeners:
+            await self._stop_accepting(node_listener)
         if self.admin is not None:
             await self.admin.close()
         if self.services is not None:
