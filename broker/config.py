@@ -64,8 +64,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("delete.topic.enable", "boolean", "true", "Allow DeleteTopics."),
     ("socket.request.max.bytes", "int", "104857600", "Largest request frame accepted."),
     ("queued.max.requests", "int", "500",
-     "Requests one connection may have read and not yet answered (Kafka: the broker-wide request queue); "
-     "responses still go out in request order."),
+     "Requests in hand across the whole broker (Kafka's request queue); each connection has at most one, "
+     "read only after the previous one is answered."),
     ("max.connections", "int", "2147483647",
      "Connections the broker holds at once; past it the broker stops accepting until one closes."),
     ("max.connections.per.ip", "int", "2147483647", "Connections one IP address may hold; more are closed."),
@@ -140,6 +140,27 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("minikafka.pcap.file", "string", None,
      "minikafka: write the raw conversation to this pcap file, framed as TCP on the real ports, for Wireshark. "
      "`--pcap` sets it."),
+    # TLS of SSL and SASL_SSL listeners (broker/security/tls.py); `listener.name.<listener>.<key>` overrides each.
+    ("ssl.keystore.type", "string", "PEM",
+     "Format of the key store: PEM or PKCS12. Kafka's default, JKS, needs a JVM (convert it with keytool)."),
+    ("ssl.keystore.location", "string", None, "Key store file; PEM: the private key and its certificate chain."),
+    ("ssl.keystore.password", "password", None, "Password of a PKCS12 key store (not used with PEM)."),
+    ("ssl.keystore.certificate.chain", "password", None, "The certificate chain, inline PEM (ssl.keystore.type=PEM)."),
+    ("ssl.keystore.key", "password", None, "The private key, inline PEM (PKCS#8, encrypted or not)."),
+    ("ssl.key.password", "password", None, "Password of the private key, when it is encrypted."),
+    ("ssl.truststore.type", "string", "PEM", "Format of the trust store: PEM or PKCS12 (Kafka's default: JKS)."),
+    ("ssl.truststore.location", "string", None, "Trust store file: the CA certificates that sign client certificates."),
+    ("ssl.truststore.password", "password", None, "Password of a PKCS12 trust store."),
+    ("ssl.truststore.certificates", "password", None, "Trusted CA certificates, inline PEM."),
+    ("ssl.client.auth", "string", "none", "Client certificates: none, requested (optional) or required."),
+    ("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", "TLS versions accepted."),
+    ("ssl.protocol", "string", "TLSv1.3", "Accepted as in Kafka; ssl.enabled.protocols decides the versions."),
+    ("ssl.cipher.suites", "list", "",
+     "Cipher suites (Java/IANA or OpenSSL names); empty: OpenSSL's defaults. TLS 1.3 suites cannot be narrowed."),
+    ("ssl.principal.mapping.rules", "string", "DEFAULT",
+     "Rules mapping a client certificate's X.500 name to a user name: DEFAULT, RULE:pattern/replacement/[LU]."),
+    ("ssl.endpoint.identification.algorithm", "string", "https",
+     "Accepted as in Kafka; a broker's own outbound TLS only, which minikafka does not have."),
 )
 
 _BOOLEAN = re.compile(r"^(true|false)$", re.IGNORECASE)
@@ -329,6 +350,12 @@ def _is_storage_key(key: str) -> bool:
     return key in BROKER_LOG_KEYS
 
 
+def _is_listener_key(key: str) -> bool:
+    """`listener.name.<listener>.<key>`: a broker key set for one listener only (Kafka's listener prefix)."""
+    match = re.match(r"^listener\.name\.[a-z0-9_]+\.(.+)$", key)
+    return match is not None and match.group(1) in BROKER_CONFIGS
+
+
 def _transaction_version(value: str) -> int:
     version = int(value)
     if version not in (0, 1, 2):
@@ -438,7 +465,8 @@ def build_config(
     log_dirs = props.get("log.dirs") or props.get("log.dir") or BROKER_CONFIGS["log.dirs"].default or "./data"
     node_id = int(props.get("node.id", props.get("broker.id", "1")))
     is_known_storage = known_storage_key or _is_storage_key
-    unknown = tuple(sorted(k for k in props if k not in BROKER_CONFIGS and not is_known_storage(k)))
+    unknown = tuple(sorted(k for k in props
+                           if k not in BROKER_CONFIGS and not is_known_storage(k) and not _is_listener_key(k)))
 
     if int(get("max.connections.per.ip")) == 0 and not get("max.connections.per.ip.overrides").strip():
         raise ConfigError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "

@@ -1,12 +1,15 @@
-"""One client connection: read requests, handle them one at a time, write responses in request order.
+"""One client connection: read a request, handle it, write its response, then read the next.
 
-Two loops share a connection. The reader reads frames ahead into a queue of at most
-`queued.max.requests` requests and about `socket.request.max.bytes` bytes; the processor takes
-them in order, dispatches each, writes its response, and waits for the socket to take it (Kafka
-mutes a channel while its response is being sent). The reader waits for the same drain before
-each frame, so a client that sends requests and never reads its responses stops being read: the
-broker holds one response and a bounded queue of requests for it, never a growing pile of
-responses. Past that, TCP's own window stops the client.
+As Kafka's SocketServer, which mutes a channel from the moment a request is received until its
+response is sent, a connection reads nothing while a request is in hand: a client pipelining requests
+finds them answered one at a time, in order, while what it sent waits in the socket (the stream
+reader buffers at most 64 KiB of it; TCP's window stops the client past that). A client that never
+reads its responses stops being read too: the write waits for the socket to drain. Across the whole
+broker at most `queued.max.requests` requests are in hand at once (Kafka's request queue bound);
+past it, connections wait before handling the request they read.
+
+One task per connection: no hand-off between a reader and a processor, which cost two turns of the
+event loop per request.
 """
 
 from __future__ import annotations
@@ -29,13 +32,6 @@ if TYPE_CHECKING:
 _log = structlog.get_logger("minikafka.connection")
 
 
-class _EndOfRequests:
-    """Queued after the last request of a client that closed its side cleanly."""
-
-
-_END = _EndOfRequests()
-
-
 class Connection:
     def __init__(
         self,
@@ -45,6 +41,7 @@ class Connection:
         node: Node,
         services: BrokerServices,
         session: Session,
+        request_slots: asyncio.Semaphore,
     ) -> None:
         self.connection_id = connection_id
         self.reader = reader
@@ -58,12 +55,7 @@ class Connection:
         self.busy = False
         self.closing = False
         self.last_active = services.clock.monotonic()
-        self._requests: asyncio.Queue[bytes | _EndOfRequests] = asyncio.Queue(
-            maxsize=services.config.queued_max_requests)
-        # Bytes of the frames in the queue: reading ahead pauses at socket.request.max.bytes, so a client
-        # pipelining big requests behind a slow one holds about that much, not queued.max.requests frames.
-        self._queued_bytes = 0
-        self._queue_drained = asyncio.Event()
+        self._request_slots = request_slots
         self._request_context: RequestContext | None = None  # the context of the request being handled
 
     def _context(self, api_key: int, api_version: int, correlation_id: int, client_id: str | None) -> RequestContext:
@@ -80,72 +72,42 @@ class Connection:
                 (str(local[0]), int(local[1])) if isinstance(local, tuple) else ("", 0))
 
     async def run(self) -> None:
-        taps = self.services.observers.taps
-        if taps:
-            self.services.observers.tap("connection_opened", self.connection_id, *self._addresses())
-        reading = asyncio.create_task(self._read_requests(), name=f"connection-{self.connection_id}-read")
-        processing = asyncio.create_task(self._process_requests(), name=f"connection-{self.connection_id}-process")
+        observers = self.services.observers
+        if observers.taps:
+            observers.tap("connection_opened", self.connection_id, *self._addresses())
         try:
-            done, _pending = await asyncio.wait((reading, processing), return_when=asyncio.FIRST_COMPLETED)
-            if reading in done and reading.result():
-                # The client closed its sending side: answer what it sent before closing ours.
-                await processing
+            await self._serve_requests()
         finally:
-            for task in (reading, processing):
-                task.cancel()
-            await asyncio.gather(reading, processing, return_exceptions=True)
             self.writer.close()
-            if self.services.observers.taps:
-                self.services.observers.tap("connection_closed", self.connection_id)
+            if observers.taps:
+                observers.tap("connection_closed", self.connection_id)
 
-    async def _read_requests(self) -> bool:
-        """Queue frames until the client or the broker stops; True when what was read is still to be answered
-        (a clean end of stream, or shutdown), False when the client went away or broke the framing."""
-        max_bytes = self.services.config.socket_request_max_bytes
+    async def _serve_requests(self) -> None:
+        services = self.services
+        observers = services.observers
+        max_bytes = services.config.socket_request_max_bytes
+        reader, writer = self.reader, self.writer
         try:
             while not self.closing:
-                # Not reading while the client leaves its responses unread: the mute of Kafka's SocketServer.
-                await self.writer.drain()
-                frame = await read_frame(self.reader, max_bytes)
+                frame = await read_frame(reader, max_bytes)
                 if frame is None:
-                    await self._requests.put(_END)
-                    return True
-                self.last_active = self.services.clock.monotonic()
-                if self.services.observers.taps:
-                    self.services.observers.tap("frame", self.connection_id, True, encode_frame(frame))
-                await self._requests.put(frame)
-                self._queued_bytes += len(frame)
-                while self._queued_bytes >= max_bytes:
-                    self._queue_drained.clear()
-                    await self._queue_drained.wait()
-            return True  # shutting down: no more requests are read, the one being handled finishes
-        except BadFrameSize as exc:
-            self.services.metrics.count_closed_for_bad_input("frame size")
-            _log.warning("closing connection", reason=str(exc), connection_id=self.connection_id, peer=self.peer)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass  # the client went away, possibly mid-request: nothing is owed to it
-        return False
-
-    async def _process_requests(self) -> None:
-        try:
-            while not self.closing:
-                frame = await self._requests.get()
-                if isinstance(frame, _EndOfRequests):
-                    return
-                self._queued_bytes -= len(frame)
-                self._queue_drained.set()
-                self.busy = True
-                try:
-                    response = await dispatch(frame, self._context)
-                finally:
-                    self.busy = False
-                if response is not None:
-                    if self.services.observers.taps:
-                        self.services.observers.tap("frame", self.connection_id, False, response)
-                    self.writer.write(response)
-                    # Returns at once below the transport's high-water mark; otherwise waits until the
-                    # client has read enough, so at most one large response per connection is buffered.
-                    await self.writer.drain()
+                    return  # the client closed its sending side; everything it sent is answered
+                self.last_active = services.clock.monotonic()
+                if observers.taps:
+                    observers.tap("frame", self.connection_id, True, encode_frame(frame))
+                async with self._request_slots:
+                    self.busy = True
+                    try:
+                        response = await dispatch(frame, self._context)
+                    finally:
+                        self.busy = False
+                    if response is not None:
+                        if observers.taps:
+                            observers.tap("frame", self.connection_id, False, response)
+                        writer.write(response)
+                        # Returns at once below the transport's high-water mark; otherwise waits until the
+                        # client has read enough, so at most one large response per connection is buffered.
+                        await writer.drain()
                 context = self._request_context
                 if context is not None and context.close_after_response:
                     _log.info("closing connection after the response", api=context.api_key,
@@ -154,14 +116,17 @@ class Connection:
                 if context is not None and context.mute_ms:
                     # Real time: the client times its back-off in real time, manual clock or not.
                     await asyncio.sleep(context.mute_ms / 1000)
-                self.last_active = self.services.clock.monotonic()
+                self.last_active = services.clock.monotonic()
+        except BadFrameSize as exc:
+            services.metrics.count_closed_for_bad_input("frame size")
+            _log.warning("closing connection", reason=str(exc), connection_id=self.connection_id, peer=self.peer)
         except (CloseConnection, InvalidRequest) as exc:
             if isinstance(exc, InvalidRequest):
-                self.services.metrics.count_closed_for_bad_input("invalid request")
+                services.metrics.count_closed_for_bad_input("invalid request")
             elif exc.bad_input:
-                self.services.metrics.count_closed_for_bad_input("unanswerable request")
+                services.metrics.count_closed_for_bad_input("unanswerable request")
             _log.warning("closing connection", reason=str(exc), connection_id=self.connection_id, peer=self.peer)
-        except ConnectionError:
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass  # the client went away, possibly mid-request: nothing is owed to it
         except Exception:
             _log.exception("request failed; closing connection", connection_id=self.connection_id, peer=self.peer)

@@ -131,6 +131,8 @@ class BrokerServer:
         # connection id -> (its Connection, None while being set up; the task serving it)
         self._connections: dict[int, tuple[Connection | None, asyncio.Task[None]]] = {}
         self._connection_nodes: dict[int, int] = {}
+        # Kafka's request queue bound (queued.max.requests): requests in hand across every connection.
+        self._request_slots = asyncio.Semaphore(config.queued_max_requests)
         self._connections_per_ip: Counter[str] = Counter()
         self._per_ip_limits: dict[str, int] = {}
         # Set whenever a connection closes, so an accept loop held at max.connections looks again.
@@ -399,7 +401,8 @@ class BrokerServer:
             session = Session(listener.name, listener.security_protocol, ip)
             if tls is not None and tls.principal is not None:
                 session.principal = tls.principal(writer.get_extra_info("ssl_object"))
-            connection = Connection(connection_id, reader, writer, node_listener.endpoint, self.services, session)
+            connection = Connection(connection_id, reader, writer, node_listener.endpoint, self.services, session,
+                                    self._request_slots)
             task = asyncio.current_task()
             assert task is not None
             self._connections[connection_id] = (connection, task)

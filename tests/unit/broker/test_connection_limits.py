@@ -95,16 +95,14 @@ def test_per_ip_overrides_resolve_hostnames_to_addresses() -> None:
     assert _resolve_overrides({"10.1.2.3": 4}) == {"10.1.2.3": 4}
 
 
-async def test_reading_ahead_stops_at_socket_request_max_bytes(tmp_path: Path) -> None:
-    """Requests pipelined behind a parked long-poll Fetch are read ahead only up to
-    socket.request.max.bytes, not up to queued.max.requests frames; all are answered in order."""
+async def test_nothing_more_is_read_while_a_request_is_in_hand(tmp_path: Path) -> None:
+    """Kafka mutes a channel from a request's arrival to its response: requests pipelined behind a parked
+    long-poll Fetch stay unread (in the socket and the stream's bounded buffer); then all are answered in order."""
     from datetime import timedelta
 
     from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 
-    max_bytes = 4000
-    server = BrokerServer(BrokerConfig(host="127.0.0.1", port=0, data_dir=tmp_path / "data",
-                                       socket_request_max_bytes=max_bytes, queued_max_requests=500))
+    server = BrokerServer(BrokerConfig(host="127.0.0.1", port=0, data_dir=tmp_path / "data"))
     await server.start()
     try:
         assert server.services is not None and server.node is not None
@@ -116,19 +114,60 @@ async def test_reading_ahead_stops_at_socket_request_max_bytes(tmp_path: Path) -
         metadata = [encode_request(corr, MetadataRequest(topics=None, allow_auto_topic_creation=False,
                                                          include_topic_authorized_operations=False))
                     for corr in range(2, 202)]
+        requests_seen: list[int] = []
+        server.services.observers.exchanges.append(lambda exchange: requests_seen.append(exchange.correlation_id))
         reader, writer = await asyncio.open_connection("127.0.0.1", server.node.port)
         writer.write(encode_request(1, fetch) + b"".join(metadata))
         [(connection, _task)] = server._connections.values()
+        await _until(lambda: connection is not None and connection.busy, "the fetch to be parked")
         assert connection is not None
-        await _until(lambda: connection._queued_bytes >= max_bytes, "the read-ahead to reach its bound")
-        assert connection._requests.qsize() < len(metadata), "not every pipelined request was read"
-        assert connection._queued_bytes < max_bytes + len(metadata[0])
+        pipelined = sum(len(frame) for frame in metadata)
+        await _until(lambda: len(connection.reader._buffer) > 0, "the pipelined requests to reach the stream")
+        assert requests_seen == [], "no request was handled while the fetch is in hand"
+        assert len(connection.reader._buffer) <= pipelined
         answered = []
         for _ in range(1 + len(metadata)):
             (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 10))
             answered.append(struct.unpack(">i", (await reader.readexactly(size))[:4])[0])
         assert answered == list(range(1, 202))
+        assert requests_seen == list(range(1, 202))
         writer.close()
+    finally:
+        await server.shutdown()
+
+
+async def test_queued_max_requests_bounds_the_requests_in_hand_across_connections(tmp_path: Path) -> None:
+    """With queued.max.requests=1, a second connection's request waits while the first one's Fetch is
+    parked, and is answered once the slot frees."""
+    from datetime import timedelta
+
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+
+    server = BrokerServer(BrokerConfig(host="127.0.0.1", port=0, data_dir=tmp_path / "data", queued_max_requests=1))
+    await server.start()
+    try:
+        assert server.services is not None and server.node is not None
+        server.services.logs.create_topic("parked", 1)
+        fetch = FetchRequest(max_wait=timedelta(seconds=1), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                             session_id=0, session_epoch=-1, topics=(FetchTopic(topic="parked", partitions=(
+                                 FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20,
+                                                log_start_offset=-1),)),), forgotten_topics_data=(), rack_id="")
+        handled: list[int] = []
+        server.services.observers.exchanges.append(lambda exchange: handled.append(exchange.correlation_id))
+        first_reader, first_writer = await asyncio.open_connection("127.0.0.1", server.node.port)
+        first_writer.write(encode_request(1, fetch))
+        await _until(lambda: any(c is not None and c.busy for c, _t in server._connections.values()),
+                     "the fetch to be parked")
+        second_reader, second_writer = await asyncio.open_connection("127.0.0.1", server.node.port)
+        second_writer.write(encode_request(2, ApiVersionsRequest()))
+        (size,) = struct.unpack(">i", await asyncio.wait_for(second_reader.readexactly(4), 10))
+        await second_reader.readexactly(size)
+        # Unbounded, the ApiVersions would be handled at once, while the fetch waits out its second.
+        assert handled == [1, 2], "the ApiVersions was handled only once the fetch released the one slot"
+        (fetch_size,) = struct.unpack(">i", await asyncio.wait_for(first_reader.readexactly(4), 10))
+        assert struct.unpack(">i", (await first_reader.readexactly(fetch_size))[:4])[0] == 1
+        first_writer.close()
+        second_writer.close()
     finally:
         await server.shutdown()
 
