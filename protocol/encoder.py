@@ -1,0 +1,241 @@
+"""Compiled writers for kio entities: the same bytes as kio's serializer, at a fraction of its cost.
+
+kio's `entity_writer` walks each entity through one closure per field, writes every value to a BytesIO
+through `struct.pack`, and re-validates each length it computes against its phantom integer types; for
+a Produce response that is about a third of the request's handling. Here the schema is still kio's:
+the same field metadata (`kafka_type`, tags, flexibility, nullability) is read through kio's own
+introspection, and from it one Python function per entity class is generated that appends straight
+to a bytearray. Nothing of a message's shape is written by hand.
+
+`tests/unit/protocol/test_encoder.py` checks the output byte for byte against kio's writer for every
+request and response class of every version kio has, on values Hypothesis draws from kio's types.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import MISSING, Field, fields
+from functools import cache
+from typing import Any
+
+from kio.serial._implicit_defaults import get_tagged_field_default
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    get_schema_field_type,
+    is_optional,
+)
+from kio.serial.errors import OutOfBoundValue
+
+Writer = Callable[[bytearray, Any], None]
+
+_INT = {
+    "int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "uint8": ">B", "uint16": ">H", "uint32": ">I",
+    "uint64": ">Q", "float64": ">d", "bool": ">?",
+}
+_ZERO_UUID = bytes(16)
+
+
+def _uvarint(out: bytearray, value: int) -> None:
+    if value < 0x80:
+        out.append(value)
+        return
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _legacy_length16(length: int) -> int:
+    if length > 0x7FFF:
+        raise OutOfBoundValue(f"String is too long for legacy string format ({length} > 32767)")
+    return length
+
+
+def _legacy_length32(length: int, what: str) -> int:
+    if length > 0x7FFFFFFF:
+        raise OutOfBoundValue(f"{what} is too long for legacy format ({length} > 2147483647)")
+    return length
+
+
+def _not_none(value: Any) -> Any:
+    if value is None:
+        raise TypeError("Unexpectedly received None value")
+    return value
+
+
+class _Source:
+    """The generated function's text and the names it closes over."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.names: dict[str, Any] = {
+            "_uvarint": _uvarint, "_legacy_length16": _legacy_length16, "_legacy_length32": _legacy_length32,
+            "_not_none": _not_none, "_ZERO_UUID": _ZERO_UUID, "_MISSING": MISSING,
+        }
+        self._counter = 0
+
+    def name(self, value: Any, hint: str) -> str:
+        self._counter += 1
+        name = f"_{hint}_{self._counter}"
+        self.names[name] = value
+        return name
+
+    def emit(self, indent: int, line: str) -> None:
+        self.lines.append("    " * indent + line)
+
+
+def _emit_primitive(src: _Source, indent: int, out: str, value: str, kafka_type: str, flexible: bool,
+                    optional: bool) -> None:
+    """Append the code writing one primitive `value` (an expression) to `out`, as kio's get_writer would."""
+    pack = _INT.get(kafka_type)
+    if pack is not None:
+        src.emit(indent, f"{out} += {src.name(struct.Struct(pack).pack, 'pack')}({value})")
+        return
+    match kafka_type:
+        case "error_code":
+            src.emit(indent, f"{out} += {src.name(struct.Struct('>h').pack, 'pack')}({value}.value)")
+        case "timedelta_i32":
+            src.emit(indent, f"{out} += {src.name(struct.Struct('>i').pack, 'pack')}"
+                             f"(round({value}.total_seconds() * 1000))")
+        case "timedelta_i64":
+            src.emit(indent, f"{out} += {src.name(struct.Struct('>q').pack, 'pack')}"
+                             f"(round({value}.total_seconds() * 1000))")
+        case "datetime_i64":
+            pack_q = src.name(struct.Struct(">q").pack, "pack")
+            if optional:
+                src.emit(indent, f"{out} += {pack_q}(-1 if {value} is None else round({value}.timestamp() * 1000))")
+            else:
+                src.emit(indent, f"{out} += {pack_q}(round({value}.timestamp() * 1000))")
+        case "uuid":
+            src.emit(indent, f"{out} += _ZERO_UUID if {value} is None else {value}.bytes")
+        case "string" | "bytes" | "records":
+            _emit_string(src, indent, out, value, kafka_type, flexible, optional)
+        case _:
+            raise NotImplementedError(f"no writer for {kafka_type!r} ({flexible=}, {optional=})")
+
+
+def _emit_string(src: _Source, indent: int, out: str, value: str, kafka_type: str, flexible: bool,
+                 optional: bool) -> None:
+    data = f"_d{indent}"
+    if not optional:
+        src.emit(indent, f"_not_none({value})")
+    if flexible:
+        src.emit(indent, f"if {value} is None:")
+        src.emit(indent + 1, f"{out}.append(0)")
+        src.emit(indent, "else:")
+        src.emit(indent + 1, f"{data} = {value}.encode() if isinstance({value}, str) else {value}")
+        src.emit(indent + 1, f"_uvarint({out}, len({data}) + 1)")
+        src.emit(indent + 1, f"{out} += {data}")
+        return
+    if kafka_type == "string":
+        pack_h = src.name(struct.Struct(">h").pack, "pack")
+        src.emit(indent, f"if {value} is None:")
+        src.emit(indent + 1, f"{out} += {pack_h}(-1)")
+        src.emit(indent, "else:")
+        src.emit(indent + 1, f"{data} = {value}.encode()")
+        src.emit(indent + 1, f"{out} += {pack_h}(_legacy_length16(len({data})))")
+        src.emit(indent + 1, f"{out} += {data}")
+        return
+    pack_i = src.name(struct.Struct(">i").pack, "pack")
+    src.emit(indent, f"if {value} is None:")
+    src.emit(indent + 1, f"{out} += {pack_i}(-1)")
+    src.emit(indent, "else:")
+    src.emit(indent + 1, f"{out} += {pack_i}(_legacy_length32(len({value}), 'Bytes'))")
+    src.emit(indent + 1, f"{out} += {value}")
+
+
+def _emit_field(src: _Source, indent: int, out: str, value: str, field: Field[Any], flexible: bool,
+                is_tag: bool) -> None:
+    """Append the code writing one field's `value`, as kio's get_field_writer would."""
+    optional = False if is_tag else is_optional(field)
+    field_class = classify_field(field)
+    item = f"_i{indent}"
+    if field_class.is_array:
+        if flexible:
+            src.emit(indent, f"if {value} is None:")
+            src.emit(indent + 1, f"{out}.append(0)")
+            src.emit(indent, "else:")
+            src.emit(indent + 1, f"_uvarint({out}, len({value}) + 1)")
+        else:
+            pack_i = src.name(struct.Struct(">i").pack, "pack")
+            src.emit(indent, f"if {value} is None:")
+            src.emit(indent + 1, f"{out} += {pack_i}(-1)")
+            src.emit(indent, "else:")
+            src.emit(indent + 1, f"{out} += {pack_i}(_legacy_length32(len({value}), 'Sequence'))")
+        src.emit(indent + 1, f"for {item} in {value}:")
+        match field_class:
+            case PrimitiveTupleField():
+                _emit_primitive(src, indent + 2, out, item, get_schema_field_type(field), flexible, False)
+            case EntityTupleField(entity_type):
+                src.emit(indent + 2, f"{src.name(writer_for(entity_type), 'write')}({out}, {item})")
+        return
+    match field_class:
+        case PrimitiveField():
+            _emit_primitive(src, indent, out, value, get_schema_field_type(field), flexible, optional)
+        case EntityField(entity_type):
+            write = src.name(writer_for(entity_type), "write")
+            if optional:
+                # KIP-893 nullable structs: an int8 marker, -1 for null, 1 before a value.
+                src.emit(indent, f"if {value} is None:")
+                src.emit(indent + 1, f"{out} += b'\\xff'")
+                src.emit(indent, "else:")
+                src.emit(indent + 1, f"{out} += b'\\x01'")
+                src.emit(indent + 1, f"{write}({out}, {value})")
+            else:
+                src.emit(indent, f"{write}({out}, {value})")
+
+
+@cache
+def writer_for(entity_type: type) -> Writer:
+    """The compiled writer of one kio entity class (not nullable: nullable fields are handled by their parent)."""
+    if entity_type.__name__ == "RequestHeader":
+        raise ValueError("request headers have kio's client_id exception; encode them with kio")
+    src = _Source()
+    flexible = bool(entity_type.__flexible__)
+    src.emit(0, "def write(out, entity):")
+    tagged: list[tuple[int, Field[Any]]] = []
+    for field in fields(entity_type):
+        tag = get_field_tag(field)
+        if tag is not None:
+            tagged.append((tag, field))
+            continue
+        src.emit(1, f"_v = entity.{field.name}")
+        _emit_field(src, 1, "out", "_v", field, flexible, is_tag=False)
+    if flexible:
+        if not tagged:
+            src.emit(1, "out.append(0)")
+        else:
+            # As kio: a tagged field equal to its default (or, with none, its implicit default) is left out.
+            src.emit(1, "_tags = []")
+            for tag, field in sorted(tagged, key=lambda pair: pair[0]):
+                default = src.name(field.default, "default")
+                implicit = src.name(get_tagged_field_default(field), "implicit")
+                src.emit(1, f"_v = entity.{field.name}")
+                src.emit(1, f"if not (_v == {default} or ({default} == _MISSING and _v == {implicit})):")
+                src.emit(2, "_t = bytearray()")
+                _emit_field(src, 2, "_t", "_v", field, flexible, is_tag=True)
+                src.emit(2, f"_tags.append(({tag}, _t))")
+            src.emit(1, "_uvarint(out, len(_tags))")
+            src.emit(1, "for _tag, _t in _tags:")
+            src.emit(2, "_uvarint(out, _tag)")
+            src.emit(2, "_uvarint(out, len(_t))")
+            src.emit(2, "out += _t")
+    if len(src.lines) == 1:
+        src.emit(1, "pass")
+    namespace = dict(src.names)
+    exec(compile("\n".join(src.lines), f"<minikafka writer {entity_type.__module__}.{entity_type.__qualname__}>",
+                 "exec"), namespace)
+    write: Writer = namespace["write"]
+    return write
+
+
+def encode_entity(entity: Any) -> bytes:
+    out = bytearray()
+    writer_for(type(entity))(out, entity)
+    return bytes(out)
