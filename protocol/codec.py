@@ -105,7 +105,7 @@ def _writer(cls: type) -> Any:
 
 def encode_body(body: Any) -> bytes:
     """A body's bytes, through the compiled writer (protocol/encoder.py); request headers through kio."""
-    cls = type(body)
+    cls: Any = type(body)
     if cls.__name__ == "RequestHeader":
         buffer = io.BytesIO()
         _writer(cls)(buffer, body)

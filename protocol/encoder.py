@@ -192,14 +192,14 @@ def _emit_field(src: _Source, indent: int, out: str, value: str, field: Field[An
 
 
 @cache
-def writer_for(entity_type: type) -> Writer:
+def writer_for(entity_type: Any) -> Writer:
     """The compiled writer of one kio entity class (not nullable: nullable fields are handled by their parent)."""
     if entity_type.__name__ == "RequestHeader":
         raise ValueError("request headers have kio's client_id exception; encode them with kio")
     src = _Source()
     flexible = bool(entity_type.__flexible__)
     src.emit(0, "def write(out, entity):")
-    tagged: list[tuple[int, Field[Any]]] = []
+    tagged: list[tuple[Any, Field[Any]]] = []
     for field in fields(entity_type):
         tag = get_field_tag(field)
         if tag is not None:
@@ -237,5 +237,6 @@ def writer_for(entity_type: type) -> Writer:
 
 def encode_entity(entity: Any) -> bytes:
     out = bytearray()
-    writer_for(type(entity))(out, entity)
+    entity_type: Any = type(entity)
+    writer_for(entity_type)(out, entity)
     return bytes(out)
