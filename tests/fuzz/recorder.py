@@ -16,11 +16,9 @@ import asyncio
 import contextlib
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections import defaultdict
@@ -30,7 +28,7 @@ from pathlib import Path
 import structlog
 from minikafka.protocol.api_keys import ApiKey, api_name
 
-from tests.e2e.fault_proxy import read_frame
+from tests.framing_proxy import FrameHandler, FramingProxy
 
 from . import corpus
 from .broker import FuzzBroker
@@ -40,57 +38,21 @@ JS_SCRIPT = Path(__file__).with_name("record_kafkajs.js")
 CLIENTS = ("confluent-kafka", "aiokafka", "kafka-python", "kcat", "kafkajs")
 
 
-class RecordingProxy:
-    """Forwards 127.0.0.1:`port` to the broker and keeps every client-to-broker frame (without size prefix)."""
+class RecordingProxy(FramingProxy):
+    """Forwards 127.0.0.1 (a free port) to the broker and keeps every client-to-broker frame (without size prefix)."""
 
     def __init__(self, client: str) -> None:
         self.client = client
-        self.upstream: tuple[str, int] | None = None
         self.frames: list[bytes] = []
-        self._lock = threading.Lock()
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        self._sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _addr = self._listener.accept()
-            except OSError:
-                return
-            if self.upstream is None:
-                client.close()
-                continue
-            try:
-                server = socket.create_connection(self.upstream, timeout=10)
-                server.settimeout(None)
-            except OSError:
-                client.close()
-                continue
+    def frame_handlers(self) -> tuple[FrameHandler, FrameHandler]:
+        def request(frame: bytes) -> bool:
             with self._lock:
-                self._sockets += [client, server]
-            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
+                self.frames.append(frame[4:])
+            return True
 
-    def _pump(self, source: socket.socket, sink: socket.socket, record: bool) -> None:
-        while (frame := read_frame(source)) is not None:
-            if record:
-                with self._lock:
-                    self.frames.append(frame[4:])
-            try:
-                sink.sendall(frame)
-            except OSError:
-                break
-        for sock in (source, sink):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    def close(self) -> None:
-        self._listener.close()
-        with self._lock:
-            for sock in self._sockets:
-                sock.close()
+        return request, (lambda _frame: True)
 
 
 class Steps:
