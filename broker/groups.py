@@ -33,6 +33,8 @@ def group_config(config: BrokerConfig) -> GroupConfig:
                 "group.consumer.assignors", BROKER_CONFIGS["group.consumer.assignors"].default)).split(",")
             if name.strip()
         ),
+        consumer_migration_policy=str(config.properties.get(
+            "group.consumer.migration.policy", BROKER_CONFIGS["group.consumer.migration.policy"].default)).lower(),
     )
 
 

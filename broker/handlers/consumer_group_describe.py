@@ -5,7 +5,8 @@ Assigning, Reconciling, Stable), group epoch, assignment epoch, assignor, and ea
 subscription, current assignment and target assignment (topics by id and name). An unknown group is
 GROUP_ID_NOT_FOUND "Group X not found."; a classic group is GROUP_ID_NOT_FOUND "Group X is not a
 consumer group.". authorized_operations: every group operation when asked (no authorizer).
-Version notes: v1 (Kafka 4.0) adds member_type: 1 (consumer protocol) for every member here.
+Version notes: v1 (Kafka 4.0) adds member_type: 1 for a consumer-protocol member, 0 for a classic
+member of the group (one that joined with JoinGroup, or came from an upgraded classic group).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 VERSIONS = VersionRange(0, 1)
 
 CONSUMER_MEMBER_TYPE = 1
+CLASSIC_MEMBER_TYPE = 0
 
 
 def _assignment(ctx: RequestContext, assignment: Assignment) -> dict[str, Any]:
@@ -49,7 +51,7 @@ def _describe(ctx: RequestContext, group: ConsumerGroup, include_operations: boo
             "subscribed_topic_regex": m.subscribed_topic_regex,
             "assignment": _assignment(ctx, m.assigned),
             "target_assignment": _assignment(ctx, group.target.get(m.member_id, {})),
-            "member_type": CONSUMER_MEMBER_TYPE,
+            "member_type": CONSUMER_MEMBER_TYPE if m.classic is None else CLASSIC_MEMBER_TYPE,
         }
         for m in group.members.values()
     ]

@@ -5,7 +5,9 @@ join with member epoch 0, heartbeat with the current epoch, leave with -1 (-2 fo
 the answer carries the member epoch, the heartbeat interval (`group.consumer.heartbeat.interval.ms`)
 and, when it changed or the member's view differs, the assignment by topic id. Errors:
 INVALID_REQUEST (with Kafka's message), UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, GROUP_ID_NOT_FOUND
-(the id is a non-empty classic group), NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS.
+(a non-empty classic group that may not be upgraded: group.consumer.migration.policy, protocol type;
+otherwise the classic group becomes a consumer group, coordinator/group/migration.py),
+NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS.
 Version notes: v1 (Kafka 4.0, KIP-1082) makes the client generate the member id; v0 let the
 coordinator generate it, and a v0 join without one gets a fresh id here too.
 """

@@ -3,6 +3,8 @@
 Behavior:
 - Delegates to GroupCoordinator.join_group (classic protocol; see coordinator/group/classic.py).
   The response waits until the join phase completes (all members rejoined, or the rebalance timeout).
+  A join to a non-empty KIP-848 consumer group is answered at once: the member lives in that group
+  and gets its partitions from the server-side assignor through SyncGroup (coordinator/group/migration.py).
 - v4+: a member with an empty member id gets MEMBER_ID_REQUIRED and its new id (KIP-394).
 - Session timeout outside group.min/max.session.timeout.ms is INVALID_SESSION_TIMEOUT.
 Version notes: v0 has no rebalance timeout (the session timeout is used); v5 adds

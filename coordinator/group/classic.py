@@ -129,6 +129,10 @@ class ClassicGroupEngine:
 
     # -- join phase ----------------------------------------------------------------------------
 
+    def prepare_rebalance(self, group: Group, reason: str) -> None:
+        """A rebalance the coordinator asks for (a group just converted back from a consumer group)."""
+        self._prepare_rebalance(group, reason)
+
     def _prepare_rebalance(self, group: Group, reason: str = "") -> None:
         _log.info("preparing to rebalance group %s in state %s (%s)", group.group_id, group.state.value, reason)
         now = self._manager.now()

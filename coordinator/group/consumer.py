@@ -21,9 +21,14 @@ Follows `GroupMetadataManager.consumerGroupHeartbeat`, `modern/consumer/Consumer
 
 Persistence: after each change the engine calls GroupMetadataManager.store_consumer_group, which
 appends Kafka's ConsumerGroup* records for what changed (consumer_records.py); the groups are replayed
-from them at load, so members go on with their ids and epochs after a restart. Only empty groups
-change protocol (an empty classic group becomes a consumer group here; GroupCoordinator.join_group
-replaces an empty consumer group by a classic one): no conversion of groups with members.
+from them at load, so members go on with their ids and epochs after a restart.
+
+Classic members (KIP-848's migration path, Kafka 4.1): a member that speaks the classic protocol
+(JoinGroup/SyncGroup/Heartbeat) inside a consumer group is a ConsumerMember carrying
+ClassicMemberMetadata (its session timeout and JoinGroup protocols); migration.py drives it and the
+conversions of non-empty groups between the two protocols, through the `upgrade`/`downgrade` hooks
+this engine calls: a first consumer-protocol member of a classic group upgrades it, the last one
+leaving (or fenced) downgrades the group back to classic when the others are all classic members.
 """
 
 from __future__ import annotations
@@ -47,6 +52,18 @@ LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 UNIFORM = "uniform"
 RANGE = "range"
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a member that joined with the classic protocol keeps (Kafka's ClassicMemberMetadata)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, metadata) as in its last JoinGroup
+
+    def protocol_name(self) -> str:
+        """The protocol the member is answered with: the first it listed, as Kafka does."""
+        return self.protocols[0][0] if self.protocols else ""
 
 
 class ConsumerGroupState(Enum):
@@ -80,6 +97,7 @@ class ConsumerMember:
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
     left_static: bool = False  # a static member that sent epoch -2 and may come back
+    classic: ClassicMemberMetadata | None = None  # set for a member using the classic protocol
 
     def subscribes_to(self, topic: str) -> bool:
         if topic in self.subscribed_topic_names:
@@ -116,6 +134,36 @@ class ConsumerGroup:
             return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
 
+    def classic_members(self) -> list[ConsumerMember]:
+        return [m for m in self.members.values() if m.classic is not None]
+
+    def all_classic_except(self, member_ids: Iterable[str]) -> bool:
+        """Kafka's allMembersUseClassicProtocolExcept: the others all use the classic protocol and
+        the excluded ones do not."""
+        excluded = set(member_ids)
+        return all((m.classic is None) == (m.member_id in excluded) for m in self.members.values())
+
+    def supports_classic_protocols(self, protocol_type: str, names: Iterable[str]) -> bool:
+        """Kafka's ConsumerGroup.supportsClassicProtocols: protocol type "consumer" and, once there
+        are classic members, one of the names is supported by every one of them."""
+        names = set(names)
+        if protocol_type != "consumer" or not names:
+            return False
+        for member in self.classic_members():
+            assert member.classic is not None
+            names &= {name for name, _ in member.classic.protocols}
+        return bool(names)
+
+    def waiting_on_unreleased_partition(self, member: ConsumerMember) -> bool:
+        """Kafka's waitingOnUnreleasedPartition: a target partition the member lacks is still held."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic, parts in self.target.get(member.member_id, {}).items():
+            for p in parts - member.assigned.get(topic, frozenset()):
+                if self.owner_epoch(topic, p, member.member_id) != -1:
+                    return True
+        return False
+
     def owner_epoch(self, topic: str, partition: int, excluding: str) -> int:
         """The epoch of the member (other than `excluding`) that holds the partition, -1 if none:
         a partition pending revocation is still held by its previous owner."""
@@ -134,9 +182,9 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
-        if not transactional and api_version < 9:
+        if not transactional and member.classic is None and api_version < 9:
             return ErrorCode.unsupported_version
-        return ErrorCode.none if member_epoch == member.member_epoch else ErrorCode.stale_member_epoch
+        return _epoch_check(member, member_epoch)
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
         """Kafka's ConsumerGroup.validateOffsetFetch: without a member (admin, v<9) anything goes."""
@@ -145,7 +193,15 @@ class ConsumerGroup:
         member = self.members.get(member_id or "")
         if member is None:
             return ErrorCode.unknown_member_id
-        return ErrorCode.none if member_epoch == member.member_epoch else ErrorCode.stale_member_epoch
+        return _epoch_check(member, member_epoch)
+
+
+def _epoch_check(member: ConsumerMember, member_epoch: int) -> ErrorCode:
+    """Kafka's ConsumerGroup.validateMemberEpoch: a classic member's generation is its epoch, and a
+    mismatch is ILLEGAL_GENERATION for it (what a classic client understands)."""
+    if member_epoch == member.member_epoch:
+        return ErrorCode.none
+    return ErrorCode.illegal_generation if member.classic is not None else ErrorCode.stale_member_epoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +343,11 @@ class ConsumerGroupEngine:
         # The group's dynamic GROUP configs (IncrementalAlterConfigs, validated against the broker's
         # group.consumer.min/max.* bounds when set); Kafka's GroupConfigManager, read on every use.
         self.group_overrides: Callable[[str], Mapping[str, str]] = lambda _group_id: {}
+        # migration.py's conversions: `upgrade` turns a non-empty classic group into a consumer group
+        # (or says why not, Kafka's GROUP_ID_NOT_FOUND message); `downgrade` converts the group to a
+        # classic one instead of removing the given members, and says whether it did.
+        self.upgrade: Callable[[str], ConsumerGroup | str] | None = None
+        self.downgrade: Callable[[ConsumerGroup, list[str]], bool] | None = None
 
     def session_timeout_ms(self, group_id: str) -> int:
         return self._override(group_id, "consumer.session.timeout.ms", self.config.session_timeout_ms)
@@ -337,12 +398,16 @@ class ConsumerGroupEngine:
                 return HeartbeatResult(ErrorCode.unknown_member_id, f"Group {request.group_id} not found.")
             classic = self._manager.groups.get(request.group_id)
             if classic is not None and classic.members:
-                return HeartbeatResult(ErrorCode.group_id_not_found,
-                                       f"Group {request.group_id} is not a consumer group.")
-            # An empty classic group (e.g. one that only holds offsets) becomes this consumer group; its
-            # committed offsets stay.
-            self._manager.groups.pop(request.group_id, None)
-            group = self.groups[request.group_id] = ConsumerGroup(request.group_id)
+                converted = self.upgrade(request.group_id) if self.upgrade is not None \
+                    else f"Group {request.group_id} is not a consumer group."
+                if isinstance(converted, str):
+                    return HeartbeatResult(ErrorCode.group_id_not_found, converted)
+                group = converted
+            else:
+                # An empty classic group (e.g. one that only holds offsets) becomes this consumer group;
+                # its committed offsets stay.
+                self._manager.groups.pop(request.group_id, None)
+                group = self.groups[request.group_id] = ConsumerGroup(request.group_id)
         member = group.members.get(request.member_id)
         bump_group_epoch = request.member_epoch == 0
         static = self._static_member(group, request)
@@ -359,25 +424,20 @@ class ConsumerGroupEngine:
         elif member is None:
             return HeartbeatResult(ErrorCode.unknown_member_id,
                                    f"Member {request.member_id} is not a member of group {request.group_id}.")
+        elif member.classic is not None:
+            return HeartbeatResult(ErrorCode.unknown_member_id,
+                                   f"Member {member.member_id} uses the classic protocol.")
         else:
             fenced = "The static member left the group temporarily." if member.left_static \
                 else self._epoch_error(member, request)
             if fenced is not None:
                 return HeartbeatResult(ErrorCode.fenced_member_epoch, fenced)
         before = (member.member_epoch, dict(member.assigned), dict(member.pending_revocation))
-        bump_group_epoch |= self._update_member(member, request)
+        bump_group_epoch |= self.update_member(member, request)
         if member.instance_id is not None:
             group.static_members[member.instance_id] = member.member_id
-        metadata = self._subscribed_metadata(group)
-        if metadata != group.subscribed_metadata:
-            group.subscribed_metadata = metadata
-            bump_group_epoch = True
-        if bump_group_epoch:
-            group.group_epoch += 1
-        if group.group_epoch > group.assignment_epoch:
-            self._compute_target(group)
-        self._reconcile(group, member, request.owned)
-        self._schedule_session(group, member)
+        self.update_and_reconcile(group, member, bump_group_epoch, request.owned)
+        self.schedule_session(group, member)
         self._manager.store_consumer_group(group)
         changed = before != (member.member_epoch, member.assigned, member.pending_revocation)
         send_assignment = (
@@ -387,6 +447,20 @@ class ConsumerGroupEngine:
         return HeartbeatResult(ErrorCode.none, None, member.member_id, member.member_epoch,
                                self.heartbeat_interval_ms(group.group_id),
                                dict(member.assigned) if send_assignment else None)
+
+    def update_and_reconcile(self, group: ConsumerGroup, member: ConsumerMember, bump_group_epoch: bool,
+                             owned: Assignment | None) -> None:
+        """After a member changed: the group epoch is bumped (if asked, or if the subscribed topics
+        changed), the target assignment catches up, and the member reconciles towards it."""
+        metadata = self._subscribed_metadata(group)
+        if metadata != group.subscribed_metadata:
+            group.subscribed_metadata = metadata
+            bump_group_epoch = True
+        if bump_group_epoch:
+            group.group_epoch += 1
+        if group.group_epoch > group.assignment_epoch:
+            self._compute_target(group)
+        self._reconcile(group, member, owned)
 
     def _static_member(self, group: ConsumerGroup,
                        request: HeartbeatRequest) -> ConsumerMember | HeartbeatResult | None:
@@ -462,7 +536,7 @@ class ConsumerGroupEngine:
         return None
 
     @staticmethod
-    def _update_member(member: ConsumerMember, request: HeartbeatRequest) -> bool:
+    def update_member(member: ConsumerMember, request: HeartbeatRequest) -> bool:
         """Apply the fields the heartbeat carries; True if the subscription (or assignor) changed."""
         bump = False
         if request.instance_id is not None:
@@ -544,17 +618,28 @@ class ConsumerGroupEngine:
         if member is None:
             return HeartbeatResult(ErrorCode.unknown_member_id,
                                    f"Member {request.member_id} is not a member of group {request.group_id}.")
+        if member.classic is not None:
+            return HeartbeatResult(ErrorCode.unknown_member_id,
+                                   f"Member {member.member_id} uses the classic protocol.")
         if request.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
             # Kept, partitions and all, until the session times out or the instance rejoins.
             member.left_static = True
-            self._schedule_session(group, member)
+            self.schedule_session(group, member)
             self._manager.store_consumer_group(group)
             return HeartbeatResult(ErrorCode.none, None, request.member_id, STATIC_LEAVE_EPOCH, 0, None)
-        self._remove_member(group, member.member_id)
+        self.remove_members(group, [member.member_id])
+        return HeartbeatResult(ErrorCode.none, None, request.member_id, request.member_epoch, 0, None)
+
+    def remove_members(self, group: ConsumerGroup, member_ids: list[str]) -> None:
+        """Kafka's consumerGroupFenceMembers: the members go and the group rebalances, unless they were
+        the last consumer-protocol members among classic ones and the group goes back to classic."""
+        if self.downgrade is not None and self.downgrade(group, member_ids):
+            return
+        for member_id in member_ids:
+            self._remove_member(group, member_id)
         group.group_epoch += 1
         self._compute_target(group)
         self._manager.store_consumer_group(group)
-        return HeartbeatResult(ErrorCode.none, None, request.member_id, request.member_epoch, 0, None)
 
     def _remove_member(self, group: ConsumerGroup, member_id: str) -> None:
         member = group.members.pop(member_id, None)
@@ -562,18 +647,29 @@ class ConsumerGroupEngine:
                 and group.static_members.get(member.instance_id) == member_id:
             del group.static_members[member.instance_id]
         group.target.pop(member_id, None)
-        self._manager.timers.cancel(("consumer-session", group.group_id, member_id))
-        self._manager.timers.cancel(("consumer-revocation", group.group_id, member_id))
+        self.cancel_timers(group.group_id, member_id)
+
+    def cancel_timers(self, group_id: str, member_id: str) -> None:
+        for kind in ("consumer-session", "consumer-revocation", "consumer-join", "consumer-sync"):
+            self._manager.timers.cancel((kind, group_id, member_id))
 
     def _fence(self, group_id: str, member_id: str, why: str) -> None:
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return
         _log.info("member %s of consumer group %s fenced: %s", member_id, group_id, why)
-        self._remove_member(group, member_id)
-        group.group_epoch += 1
-        self._compute_target(group)
-        self._manager.store_consumer_group(group)
+        self.remove_members(group, [member_id])
+
+    def schedule_fence(self, kind: str, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int, *,
+                       if_absent: bool = False) -> None:
+        """A timer fencing the member unless cancelled first (a classic member's join and sync
+        timeouts: it must rejoin, or sync after its join, within its rebalance timeout)."""
+        key = (kind, group.group_id, member.member_id)
+        if if_absent and self._manager.timers.deadline(key) is not None:
+            return
+        group_id, member_id = group.group_id, member.member_id
+        self._manager.timers.schedule(key, self._manager.now() + timeout_ms,
+                                      lambda: self._fence(group_id, member_id, f"{kind} timeout"))
 
     def on_loaded(self) -> None:
         """After the groups were replayed from `__consumer_offsets` (Kafka's onLoaded): the subscribed
@@ -582,14 +678,17 @@ class ConsumerGroupEngine:
         for group in self.groups.values():
             group.subscribed_metadata = self._subscribed_metadata(group)
             for member in group.members.values():
-                self._schedule_session(group, member)
+                self.schedule_session(group, member)
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_revocation(group, member)
 
-    def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+    def schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """The member's session starts again: the group's timeout, a classic member's own."""
         group_id, member_id = group.group_id, member.member_id
+        timeout = member.classic.session_timeout_ms if member.classic is not None \
+            else self.session_timeout_ms(group_id)
         self._manager.timers.schedule(("consumer-session", group_id, member_id),
-                                      self._manager.now() + self.session_timeout_ms(group_id),
+                                      self._manager.now() + timeout,
                                       lambda: self._fence(group_id, member_id, "session timeout"))
 
     def _schedule_revocation(self, group: ConsumerGroup, member: ConsumerMember) -> None:

@@ -42,7 +42,14 @@ from typing import Any
 
 from minikafka.protocol.errors import KafkaError
 
-from .consumer import STATIC_LEAVE_EPOCH, Assignment, ConsumerGroup, ConsumerMember, MemberState
+from .consumer import (
+    STATIC_LEAVE_EPOCH,
+    Assignment,
+    ClassicMemberMetadata,
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+)
 from .metadata import GroupMetadataManager, Records
 from .records import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
@@ -117,6 +124,9 @@ class ConsumerGroupRecords:
         # building the records' values, and most heartbeats change nothing.
         self._unchanged: dict[str, tuple[Any, ...]] = {}
         self._replayed_hash: dict[str, int] = {}
+        # Records that must go first in the group's next batch (a conversion's tombstone of the classic
+        # group), so the conversion and the group's first records are appended together.
+        self._prefix: dict[str, Records] = {}
 
     # -- topic ids -----------------------------------------------------------------------------
 
@@ -147,7 +157,8 @@ class ConsumerGroupRecords:
             {member_id: dict(target) for member_id, target in group.target.items()},
             [(m.member_id, m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names,
               m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor, m.member_epoch,
-              m.previous_member_epoch, m.state, m.left_static, dict(m.assigned), dict(m.pending_revocation))
+              m.previous_member_epoch, m.state, m.left_static, dict(m.assigned), dict(m.pending_revocation),
+              m.classic)
              for m in group.members.values()],
         )
 
@@ -157,6 +168,8 @@ class ConsumerGroupRecords:
             subscriptions[member_id] = ConsumerGroupMemberMetadataValue(
                 m.instance_id, m.rack_id, m.client_id, m.client_host, tuple(sorted(m.subscribed_topic_names)),
                 m.subscribed_topic_regex, m.rebalance_timeout_ms, m.server_assignor,
+                None if m.classic is None else m.classic.protocols,
+                0 if m.classic is None else m.classic.session_timeout_ms,
             )
             targets[member_id] = self._by_id(group.target.get(member_id, {}))
             current[member_id] = ConsumerGroupCurrentMemberAssignmentValue(
@@ -212,13 +225,18 @@ class ConsumerGroupRecords:
                 records.append(self._record(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, g, current, member_id=member_id))
         return records
 
+    def prepend(self, group_id: str, records: Records) -> None:
+        """Write `records` at the head of the group's next batch."""
+        self._prefix.setdefault(group_id, []).extend(records)
+
     def store(self, group: ConsumerGroup) -> None:
         """Append the records of what changed in `group` since it was last written."""
         state = self._state(group)
-        if self._unchanged.get(group.group_id) == state:
+        if self._unchanged.get(group.group_id) == state and group.group_id not in self._prefix:
             return
         new = self._snapshot(group)
-        records = self._changes(group.group_id, self._written.get(group.group_id), new)
+        prefix = self._prefix.pop(group.group_id, [])
+        records = prefix + self._changes(group.group_id, self._written.get(group.group_id), new)
         if records:
             try:
                 self._manager.append(group.group_id, records)
@@ -226,6 +244,8 @@ class ConsumerGroupRecords:
                 # Kafka fails the heartbeat instead; the member's view here already moved on, so the
                 # records are written with the group's next change (nothing is marked written).
                 _log.warning("failed to write the records of consumer group %s: %s", group.group_id, exc)
+                if prefix:
+                    self._prefix[group.group_id] = prefix
                 return
         self._written[group.group_id] = new
         self._unchanged[group.group_id] = state
@@ -235,11 +255,13 @@ class ConsumerGroupRecords:
         group counts as never written afterwards."""
         written = self._written.pop(group_id, None)
         self._unchanged.pop(group_id, None)
+        # A conversion's records not written yet still go first.
+        records: Records = self._prefix.pop(group_id, [])
         members = list(written.subscriptions) if written else []
         regexes = list(written.regexes) if written else []
         g = group_id
-        records: Records = [self._record(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, g, None, member_id=m)
-                            for m in members]
+        records += [self._record(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, g, None, member_id=m)
+                    for m in members]
         records += [self._record(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, g, None, member_id=m) for m in members]
         records.append(self._record(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, g, None))
         records += [self._record(CONSUMER_GROUP_MEMBER_METADATA, g, None, member_id=m) for m in members]
@@ -305,6 +327,8 @@ class ConsumerGroupRecords:
             member.subscribed_topic_regex = decoded.subscribed_topic_regex
             member.rebalance_timeout_ms = decoded.rebalance_timeout_ms
             member.server_assignor = decoded.server_assignor
+            member.classic = None if decoded.classic_protocols is None else ClassicMemberMetadata(
+                decoded.classic_session_timeout_ms, decoded.classic_protocols)
         elif isinstance(decoded, ConsumerGroupCurrentMemberAssignmentValue):
             member = self._member(group, member_id)
             member.left_static = decoded.member_epoch == STATIC_LEAVE_EPOCH

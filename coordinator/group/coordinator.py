@@ -13,6 +13,9 @@ part that owns it:
   written to and replayed from `__consumer_offsets` by `consumer_records.ConsumerGroupRecords`;
   a group id is either a classic group or a consumer group, and offset commits/fetches, ListGroups
   and DeleteGroups dispatch on which one it is.
+- `migration.GroupMigration`: classic members inside a consumer group (JoinGroup, SyncGroup,
+  Heartbeat and LeaveGroup to a consumer group) and the conversions of non-empty groups between the
+  protocols under `group.consumer.migration.policy`.
 
 Simplification: single node (every group is ours).
 """
@@ -39,6 +42,7 @@ from .consumer import (
 from .consumer_records import ConsumerGroupRecords
 from .log import OffsetsTopic
 from .metadata import GroupConfig, GroupMetadataManager, OffsetCommit
+from .migration import GroupMigration
 from .offset_manager import FetchedOffset, OffsetMetadataManager
 from .offsets import OffsetStore, TopicPartition
 from .state import Group, JoinResult, SyncResult
@@ -69,6 +73,10 @@ class GroupCoordinator:
         ))
         self._consumer_records = ConsumerGroupRecords(self._metadata, logs, self._consumer.groups)
         self._metadata.consumer_store = self._consumer_records
+        self._migration = GroupMigration(self._metadata, logs, self._classic, self._consumer,
+                                         self._consumer_records, self.config.consumer_migration_policy)
+        self._consumer.upgrade = self._migration.upgrade
+        self._consumer.downgrade = self._migration.downgrade
         # False until `__consumer_offsets` is replayed: requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS.
         self.loaded = False
 
@@ -130,9 +138,7 @@ class GroupCoordinator:
     async def join_group(self, request: JoinGroupRequest) -> JoinResult:
         consumer_group = self._consumer.groups.get(request.group_id)
         if consumer_group is not None and consumer_group.members:
-            # Kafka 4 would let a classic member join a non-empty consumer group (the migration
-            # path); that is not implemented, so the group's protocol is inconsistent with the request's.
-            return JoinResult(ErrorCode.inconsistent_group_protocol, request.member_id)
+            return self._migration.join(consumer_group, request)
         if consumer_group is not None:
             self._drop_empty_consumer_group(request.group_id)
         return await self._classic.join_group(request)
@@ -148,11 +154,17 @@ class GroupCoordinator:
         _log.info("empty consumer group %s replaced by a classic group", group_id)
 
     async def sync_group(self, request: SyncGroupRequest) -> SyncResult:
+        consumer_group = self._consumer.groups.get(request.group_id)
+        if consumer_group is not None:
+            return self._migration.sync(consumer_group, request)
         return await self._classic.sync_group(request)
 
     def heartbeat(
         self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
     ) -> ErrorCode:
+        consumer_group = self._consumer.groups.get(group_id)
+        if consumer_group is not None:
+            return self._migration.heartbeat(consumer_group, generation_id, member_id, group_instance_id)
         return self._classic.heartbeat(group_id=group_id, generation_id=generation_id, member_id=member_id,
                                        group_instance_id=group_instance_id)
 
@@ -160,6 +172,9 @@ class GroupCoordinator:
         self, group_id: str, members: Iterable[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[ErrorCode]]:
         """(top-level error, per-member errors) for members given as (member id, group.instance.id)."""
+        consumer_group = self._consumer.groups.get(group_id)
+        if consumer_group is not None:
+            return ErrorCode.none, self._migration.leave(consumer_group, list(members))
         return self._classic.leave_group(group_id, members)
 
     # -- KIP-848 consumer groups ---------------------------------------------------------------

@@ -60,6 +60,9 @@ class GroupConfig:
     consumer_session_timeout_ms: int = 45000
     consumer_heartbeat_interval_ms: int = 5000
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # Kafka's group.consumer.migration.policy: which online conversions of non-empty groups between the
+    # classic and the consumer protocol are allowed (disabled, upgrade, downgrade, bidirectional).
+    consumer_migration_policy: str = "bidirectional"
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,29 +190,7 @@ class GroupMetadataManager:
 
     def store_group(self, group: Group) -> None:
         """Persist the group's GroupMetadataValue (raises KafkaError when the append fails)."""
-        protocol = group.protocol_name
-        members = tuple(
-            MemberValue(
-                m.member_id,
-                m.group_instance_id,
-                m.client_id,
-                m.client_host,
-                m.rebalance_timeout_ms,
-                m.session_timeout_ms,
-                m.metadata(protocol) if protocol else b"",
-                m.assignment,
-            )
-            for m in group.members.values()
-        )
-        value = GroupValue(
-            group.protocol_type or "",
-            group.generation_id,
-            protocol,
-            group.leader_id,
-            group.state_timestamp_ms,
-            members,
-        )
-        self.append(group.group_id, [(encode_group_key(GroupKey(group.group_id)), encode_group_value(value))])
+        self.append(group.group_id, [group_record(group)])
 
     def write_offsets(
         self, group_id: str, commits: list[OffsetCommit], *, producer_id: int = -1, producer_epoch: int = -1
@@ -359,3 +340,30 @@ def _classic_group_from_record(group_id: str, value: GroupValue) -> Group:
     group.leader_id = value.leader if value.leader in group.members else group.leader_id
     group.state = GroupState.STABLE if group.members else GroupState.EMPTY
     return group
+
+
+def group_record(group: Group) -> tuple[bytes, bytes]:
+    """The classic group's GroupMetadata record (key, GroupMetadataValue v3)."""
+    protocol = group.protocol_name
+    members = tuple(
+        MemberValue(
+            m.member_id,
+            m.group_instance_id,
+            m.client_id,
+            m.client_host,
+            m.rebalance_timeout_ms,
+            m.session_timeout_ms,
+            m.metadata(protocol) if protocol else b"",
+            m.assignment,
+        )
+        for m in group.members.values()
+    )
+    value = GroupValue(
+        group.protocol_type or "",
+        group.generation_id,
+        protocol,
+        group.leader_id,
+        group.state_timestamp_ms,
+        members,
+    )
+    return encode_group_key(GroupKey(group.group_id)), encode_group_value(value)

@@ -26,7 +26,7 @@ flexible (compact strings and arrays, uvarint lengths + 1, a tagged-field sectio
      used)
 - 5  ConsumerGroupMemberMetadataKey {group, member} -> {instanceId?, rackId?, clientId, clientHost,
      subscribedTopicNames [string], subscribedTopicRegex?, rebalanceTimeoutMs int32, serverAssignor?;
-     tag 0: classicMemberMetadata {supportedProtocols [{name, metadata bytes}]}}
+     tag 0: classicMemberMetadata {sessionTimeoutMs int32, supportedProtocols [{name, metadata bytes}]}}
 - 6  ConsumerGroupTargetAssignmentMetadataKey {group} -> {assignmentEpoch int32}
 - 7  ConsumerGroupTargetAssignmentMemberKey {group, member} -> {topicPartitions [{topicId uuid,
      partitions [int32]}]}
@@ -151,6 +151,7 @@ class ConsumerGroupMemberMetadataValue:
     server_assignor: str | None
     # (name, metadata) of a member that joined with the classic protocol; None for a consumer member.
     classic_protocols: tuple[tuple[str, bytes], ...] | None = None
+    classic_session_timeout_ms: int = 0  # ClassicMemberMetadata's SessionTimeoutMs
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,7 +339,7 @@ def encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
         out += _I32.pack(value.rebalance_timeout_ms)
         _compact_string(out, value.server_assignor)
         if value.classic_protocols is not None:
-            classic = bytearray()
+            classic = bytearray(_I32.pack(value.classic_session_timeout_ms))
             _uvarint(classic, len(value.classic_protocols) + 1)
             for name, metadata in value.classic_protocols:
                 _compact_string(classic, name)
@@ -512,9 +513,9 @@ def decode_consumer_group_value(record_type: int, data: bytes) -> ConsumerGroupV
         rebalance_timeout = reader.int32()
         assignor = reader.nullable_string()
         tags = reader.tags()
-        classic = _classic_protocols(tags[0]) if 0 in tags else None
+        session_timeout, classic = _classic_member_metadata(tags[0]) if 0 in tags else (0, None)
         return ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host, names, regex,
-                                                rebalance_timeout, assignor, classic)
+                                                rebalance_timeout, assignor, classic, session_timeout)
     if record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
         value = ConsumerGroupTargetAssignmentMetadataValue(reader.int32())
     elif record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
@@ -532,8 +533,10 @@ def decode_consumer_group_value(record_type: int, data: bytes) -> ConsumerGroupV
     return value
 
 
-def _classic_protocols(data: bytes) -> tuple[tuple[str, bytes], ...]:
+def _classic_member_metadata(data: bytes) -> tuple[int, tuple[tuple[str, bytes], ...]]:
+    """ClassicMemberMetadata: (session timeout, supported protocols)."""
     reader = _Reader(data, flexible=True)
+    session_timeout = reader.int32()
     protocols = []
     for _ in range(reader.compact_array_len()):
         name = reader.string()
@@ -541,7 +544,7 @@ def _classic_protocols(data: bytes) -> tuple[tuple[str, bytes], ...]:
         reader.tags()
         protocols.append((name, metadata))
     reader.tags()
-    return tuple(protocols)
+    return session_timeout, tuple(protocols)
 
 
 def decode_offset_value(data: bytes) -> OffsetValue:

@@ -340,14 +340,18 @@ def test_wire_errors_and_offset_commit_with_member_epochs(broker: Broker) -> Non
         assert found.members[0].assignment.topic_partitions[0].topic_name == topic
         assert missing.error_code == ErrorCode.group_id_not_found
 
-        # A classic JoinGroup for the consumer group's id is refused.
-        wire.send(encode_request(14, JoinGroupRequest(
-            group_id=GroupId(group), session_timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
-            rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)), member_id="",
-            group_instance_id=None, protocol_type="consumer",
-            protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),))))
-        _corr, refused = decode_response(wire.receive(), 11, 5)
-        assert refused.error_code == ErrorCode.inconsistent_group_protocol
+        # A classic JoinGroup for the consumer group's id: only the consumer protocol type may join it
+        # (Kafka 4.1's classicGroupJoinToConsumerGroup), and a v4+ newcomer first gets its member id.
+        def classic_join(protocol_type: str, correlation: int) -> Any:
+            wire.send(encode_request(correlation, JoinGroupRequest(
+                group_id=GroupId(group), session_timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+                rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)), member_id="",
+                group_instance_id=None, protocol_type=protocol_type,
+                protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),))))
+            return decode_response(wire.receive(), 11, 5)[1]
+
+        assert classic_join("connect", 14).error_code == ErrorCode.inconsistent_group_protocol
+        assert classic_join("consumer", 15).error_code == ErrorCode.member_id_required
 
         left = beat(-1)
         assert (left.error_code, left.member_epoch) == (ErrorCode.none, -1)

@@ -328,19 +328,6 @@ def test_an_empty_classic_group_becomes_the_consumer_group_and_keeps_its_offsets
     assert [g.group_id for g in c.list_groups()] == []
 
 
-async def test_a_consumer_heartbeat_for_a_non_empty_classic_group_is_refused() -> None:
-    c, _, _ = make()
-    joined = await c.join_group(JoinGroupRequest(
-        group_id=GROUP, member_id="", group_instance_id=None, client_id="c", client_host="/127.0.0.1",
-        session_timeout_ms=10000, rebalance_timeout_ms=10000, protocol_type="consumer",
-        protocols=[("range", b"")], require_known_member_id=False,
-    ))
-    assert joined.error is E.none
-    refused = join(c, "a")
-    assert refused.error is E.group_id_not_found and refused.error_message == f"Group {GROUP} is not a consumer group."
-    assert c.consumer_group(GROUP) is None
-
-
 def test_static_member_rejoins_with_its_partitions_and_no_rebalance() -> None:
     c, _, clock = make()
     join(c, "a", instance_id="i1")

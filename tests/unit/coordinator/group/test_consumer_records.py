@@ -85,8 +85,10 @@ def test_member_metadata_value() -> None:
 
 def test_member_metadata_value_with_classic_member_metadata() -> None:
     value = ConsumerGroupMemberMetadataValue(None, None, "c", "h", (), "t.*", -1, None,
-                                             classic_protocols=(("range", b"\x00\x01"),))
-    classic = b"\x02" + cs("range") + b"\x03\x00\x01" + NO_TAGS + NO_TAGS
+                                             classic_protocols=(("range", b"\x00\x01"),),
+                                             classic_session_timeout_ms=45000)
+    # ClassicMemberMetadata {SessionTimeoutMs int32, SupportedProtocols [{Name, Metadata}]}
+    classic = i32(45000) + b"\x02" + cs("range") + b"\x03\x00\x01" + NO_TAGS + NO_TAGS
     expected = (i16(0) + cs(None) + cs(None) + cs("c") + cs("h") + b"\x01" + cs("t.*") + i32(-1) + cs(None)
                 + b"\x01" + b"\x00" + bytes([len(classic)]) + classic)
     assert encode_consumer_group_value(value) == expected
