@@ -107,6 +107,10 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("group.consumer.heartbeat.interval.ms", "int", "5000", "Heartbeat interval given to KIP-848 consumer members."),
     ("group.consumer.assignors", "list", "uniform,range",
      "Server-side assignors of KIP-848 consumer groups; the first is the default."),
+    ("group.consumer.migration.policy", "string", "bidirectional",
+     "Online conversion of non-empty groups between the classic and the consumer protocol: disabled, "
+     "upgrade (classic to consumer on a first ConsumerGroupHeartbeat), downgrade (back to classic when "
+     "the last consumer-protocol member leaves) or bidirectional."),
     ("offsets.retention.ms", "int", "604800000", "Offsets of an empty group expire after this long."),
     ("offsets.retention.check.interval.ms", "long", "600000", "How often expired offsets are removed."),
     ("offset.metadata.max.bytes", "int", "4096", "Largest metadata string of a committed offset."),
