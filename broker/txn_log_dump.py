@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-from minikafka.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
+from minikafka.coordinator.internal_topics import TRANSACTION_STATE_TOPIC
 from minikafka.coordinator.transaction.log import encode_key, formatter_json
 from minikafka.protocol.errors import CorruptRecord
 from minikafka.protocol.records import decode_batch, iter_whole_batches

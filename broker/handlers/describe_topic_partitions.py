@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.coordinator.internal_topics import INTERNAL_TOPICS
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import ZERO_UUID, build
 from minikafka.protocol.errors import ErrorCode, KafkaError
@@ -33,7 +34,6 @@ VERSIONS = VersionRange(0, 0)
 
 # Kafka's max.request.partition.size.limit default: the most partitions one response carries.
 MAX_PARTITIONS_PER_RESPONSE = 2000
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def _requested_names(ctx: RequestContext, request: Any) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from minikafka.coordinator.hashing import partition_for
+from minikafka.coordinator.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode
@@ -24,7 +25,6 @@ from .group_common import coordinator
 API_KEY = ApiKey.FIND_COORDINATOR
 VERSIONS = VersionRange(0, 6)
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
@@ -32,7 +32,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     if key_type == 0:
         groups = coordinator(ctx)
         groups.topic.ensure()
-        leader = services.cluster.leader_of("__consumer_offsets", groups.partition_for(key))
+        leader = services.cluster.leader_of(OFFSETS_TOPIC, groups.partition_for(key))
     elif key_type == 1:
         n = services.config.transaction_state_log_num_partitions
         leader = services.cluster.leader_of(TRANSACTION_STATE_TOPIC, partition_for(key, n))

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from minikafka.coordinator.group.coordinator import OffsetCommit
+from minikafka.coordinator.internal_topics import OFFSETS_TOPIC
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
@@ -29,7 +30,6 @@ from .end_txn import client_transaction_version
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
 VERSIONS = VersionRange(0, 5)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

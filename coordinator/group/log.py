@@ -20,8 +20,8 @@ from minikafka.protocol.records import (
 from minikafka.storage.origin import AppendOrigin
 
 from ..hashing import partition_for
+from ..internal_topics import OFFSETS_TOPIC
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _READ_CHUNK = 1 << 20
 
 

@@ -45,13 +45,12 @@ from minikafka.storage.errors import UnknownTopicOrPartition
 from minikafka.storage.origin import AppendOrigin
 
 from ..hashing import partition_for
+from ..internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..timers import Timers
 from .log import decode_key, decode_value, encode_key, encode_value, metadata_from
 from .markers import MarkerWriter
 from .state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SHORT_MAX, TV2, TopicPartition, TxnMetadata, TxnState
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
-OFFSETS_TOPIC = "__consumer_offsets"
 COORDINATOR_EPOCH = 0
 _READ_CHUNK = 1 << 20
 RETRY_BACKOFF_MS = 100

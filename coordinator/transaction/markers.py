@@ -15,9 +15,8 @@ from typing import Any
 
 from minikafka.storage.errors import UnknownTopicOrPartition
 
+from ..internal_topics import OFFSETS_TOPIC
 from .state import TopicPartition
-
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class MarkerWriter:

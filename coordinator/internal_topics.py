@@ -1,0 +1,7 @@
+"""The names of the topics the coordinators keep their state in, spelled once."""
+
+from __future__ import annotations
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
