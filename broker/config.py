@@ -165,6 +165,17 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
      "Rules mapping a client certificate's X.500 name to a user name: DEFAULT, RULE:pattern/replacement/[LU]."),
     ("ssl.endpoint.identification.algorithm", "string", "https",
      "Accepted as in Kafka; a broker's own outbound TLS only, which minikafka does not have."),
+    # SASL on SASL_PLAINTEXT and SASL_SSL listeners (broker/security/sasl_server.py; README "Security: SASL").
+    ("sasl.enabled.mechanisms", "list", None,
+     "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER. Unset: PLAIN and both SCRAMs (Kafka: GSSAPI, which "
+     "needs Kerberos and is not supported)."),
+    ("sasl.jaas.config", "password", None,
+     "JAAS login module line; `listener.name.<listener>.<mechanism>.sasl.jaas.config` as in Kafka. PLAIN "
+     "users are its user_<name>=\"<password>\" options."),
+    ("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "Accepted as in Kafka; no broker-to-broker traffic."),
+    ("minikafka.scram.users", "password", None,
+     "minikafka: SCRAM-SHA-256 and -512 credentials created at start for `user:password,...` (4096 "
+     "iterations) where none exists, as `kafka-storage format --add-scram` does."),
 )
 
 _BOOLEAN = re.compile(r"^(true|false)$", re.IGNORECASE)
@@ -357,7 +368,10 @@ def _is_storage_key(key: str) -> bool:
 def _is_listener_key(key: str) -> bool:
     """`listener.name.<listener>.<key>`: a broker key set for one listener only (Kafka's listener prefix)."""
     match = re.match(r"^listener\.name\.[a-z0-9_]+\.(.+)$", key)
-    return match is not None and match.group(1) in BROKER_CONFIGS
+    if match is None:
+        return False
+    # A JAAS line is given per mechanism: listener.name.sasl_ssl.plain.sasl.jaas.config.
+    return match.group(1) in BROKER_CONFIGS or re.match(r"^[a-z0-9-]+\.sasl\.jaas\.config$", match.group(1)) is not None
 
 
 def _transaction_version(value: str) -> int:

@@ -35,6 +35,7 @@ from .dynamic_config import DynamicConfigStore
 from .groups import make_group_coordinator
 from .handlers import all_handler_modules
 from .registry import Registry
+from .security.sasl_server import SaslServer
 from .security.session import SASL_SSL, SSL, KafkaPrincipal, Session
 from .services import BrokerServices
 from .transactions import make_transaction_coordinator
@@ -180,6 +181,7 @@ class BrokerServer:
             transactions=make_transaction_coordinator(config, logs, producer_ids.allocate, self.clock, groups,
                                                       waiters),
         )
+        self.services.sasl = SaslServer.from_config(config.properties, config.data_dir, self.clock.now_ms)
         self.services.crash_points.kills_process = self.owns_process
         self.services.metrics.open_connections = lambda: self.connection_count
         self.services.transactions.crash_point = self.services.crash_points.reach

@@ -21,6 +21,7 @@ from .observe import Observers
 
 if TYPE_CHECKING:
     from .recorder import FlightRecorder
+    from .security.sasl_server import SaslServer
 from .registry import Registry
 from .waiters import AppendWaiters
 
@@ -44,6 +45,8 @@ class BrokerServices:
     observers: Observers = field(default_factory=Observers)
     # The flight recorder's ring of recent exchanges (broker/debugging.py); None when turned off.
     recorder: FlightRecorder | None = None
+    # SASL mechanisms, users and SCRAM credentials (broker/security/sasl_server.py).
+    sasl: SaslServer | None = None
 
     def auto_create_topic(self, name: str) -> TopicMeta | None:
         """Create `name` with the broker defaults if auto-creation is on; None otherwise."""
