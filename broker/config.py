@@ -173,6 +173,13 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
      "JAAS login module line; `listener.name.<listener>.<mechanism>.sasl.jaas.config` as in Kafka. PLAIN "
      "users are its user_<name>=\"<password>\" options."),
     ("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "Accepted as in Kafka; no broker-to-broker traffic."),
+    # ACLs (broker/security/acls.py; README "Security: ACLs").
+    ("authorizer.class.name", "string", "",
+     "Kafka's StandardAuthorizer (org.apache.kafka.metadata.authorizer.StandardAuthorizer, or the older "
+     "kafka.security.authorizer.AclAuthorizer) turns ACLs on; empty: no authorizer, nothing is checked."),
+    ("super.users", "list", "", "Principals allowed everything, `User:alice;User:bob`."),
+    ("allow.everyone.if.no.acl.found", "boolean", "false",
+     "With an authorizer: whether a resource without any ACL is open to every principal."),
     ("minikafka.scram.users", "password", None,
      "minikafka: SCRAM-SHA-256 and -512 credentials created at start for `user:password,...` (4096 "
      "iterations) where none exists, as `kafka-storage format --add-scram` does."),

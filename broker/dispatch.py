@@ -39,6 +39,8 @@ from .faults import (
     with_throttle,
 )
 from .observe import ANSWERED, CLOSED, NO_RESPONSE, Exchange
+from .security.acls import Authorizer
+from .security.api_authorization import handle_authorized as check_then_handle
 
 
 class CloseConnection(Exception):
@@ -125,12 +127,14 @@ async def _dispatch(frame: bytes, peeked: PeekedHeader, ctx: RequestContext, see
     if decoded.trailing_bytes:
         ctx.log.debug("ignoring trailing request bytes", count=decoded.trailing_bytes)
     try:
-        faults = ctx.services.faults
+        services = ctx.services
+        faults = services.faults
         hit = faults.take(peeked.api_key, ctx.client_id, decoded.body) if faults.rules else None
+        handle = route.handle if services.authorizer is None else _authorized(route.handle, services.authorizer)
         if hit is None:
-            response = await route.handle(ctx, decoded.body)
+            response = await handle(ctx, decoded.body)
         else:
-            response = await _handle_with_fault(hit, route.handle, ctx, decoded.body)
+            response = await _handle_with_fault(hit, handle, ctx, decoded.body)
         if response is None:
             return None
         if seen is not None:
@@ -159,6 +163,14 @@ async def _dispatch(frame: bytes, peeked: PeekedHeader, ctx: RequestContext, see
             raise CloseConnection(
                 f"cannot encode the {code.name.upper()} response to {api_name(peeked.api_key)} "
                 f"v{peeked.api_version}: {unanswerable!r}") from exc
+
+
+def _authorized(handle: Callable[[RequestContext, Any], Any], authorizer: Authorizer) -> Callable[..., Any]:
+    """The handler behind the ACL checks of its API (broker/security/api_authorization.py)."""
+    async def handle_authorized(ctx: RequestContext, request: Any) -> Any:
+        return await check_then_handle(ctx, authorizer, request, handle)
+
+    return handle_authorized
 
 
 async def _handle_with_fault(hit: FaultHit, handle: Callable[[RequestContext, Any], Any], ctx: RequestContext,

@@ -186,7 +186,7 @@ def parse_rule(spec: Mapping[str, Any], rule_id: int) -> FaultRule:
 # --- what a request names ------------------------------------------------------------------------
 
 
-def _group_ids(api_key: int, request: Any) -> tuple[str, ...]:
+def group_ids_of(api_key: int, request: Any) -> tuple[str, ...]:
     group_id = getattr(request, "group_id", None)
     if isinstance(group_id, str):
         return (group_id,)
@@ -201,7 +201,7 @@ def _group_ids(api_key: int, request: Any) -> tuple[str, ...]:
     return ()
 
 
-def _transactional_ids(api_key: int, request: Any) -> tuple[str, ...]:
+def transactional_ids_of(api_key: int, request: Any) -> tuple[str, ...]:
     # AddPartitionsToTxn v0-3 names it v3_and_below_transactional_id.
     transactional_id = getattr(request, "transactional_id", getattr(request, "v3_and_below_transactional_id", None))
     if isinstance(transactional_id, str):
@@ -417,9 +417,9 @@ class FaultTable:
                 continue
             if rule.client_id is not None and rule.client_id != client_id:
                 continue
-            if rule.group_id is not None and rule.group_id not in _group_ids(api_key, request):
+            if rule.group_id is not None and rule.group_id not in group_ids_of(api_key, request):
                 continue
-            if rule.transactional_id is not None and rule.transactional_id not in _transactional_ids(api_key,
+            if rule.transactional_id is not None and rule.transactional_id not in transactional_ids_of(api_key,
                                                                                                      request):
                 continue
             split = None

@@ -28,13 +28,14 @@ from minikafka.storage.clock import Clock, ManualClock, SystemClock, next_period
 from minikafka.storage.manager import LogManager
 
 from .cluster import ClusterView, Node
-from .config import BrokerConfig, Listener, served_listeners
+from .config import BrokerConfig, ConfigError, Listener, served_listeners
 from .connection import Connection
 from .debugging import install_debugging
 from .dynamic_config import DynamicConfigStore
 from .groups import make_group_coordinator
 from .handlers import all_handler_modules
 from .registry import Registry
+from .security.acls import Authorizer
 from .security.sasl_server import SaslServer
 from .security.session import SASL_SSL, SSL, KafkaPrincipal, Session
 from .services import BrokerServices
@@ -92,6 +93,21 @@ def _tls_for(config: BrokerConfig, listener: Listener) -> _Tls:
 
     principal = principal_builder(config.properties, listener.name) if listener.security_protocol == SSL else None
     return _Tls(server_context(config.properties, listener.name), principal)
+
+
+_AUTHORIZERS = frozenset({"org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                          "kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer"})
+
+
+def _authorizer_for(config: BrokerConfig) -> Authorizer | None:
+    name = config.properties.get("authorizer.class.name", "").strip()
+    if not name:
+        return None
+    if name not in _AUTHORIZERS:
+        raise ConfigError(f"invalid value {name!r} for configuration authorizer.class.name: one of "
+                          f"{', '.join(sorted(_AUTHORIZERS))}, or empty")
+    return Authorizer(config.data_dir, config.properties.get("super.users", ""),
+                      config.properties.get("allow.everyone.if.no.acl.found", "false").strip().lower() == "true")
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -182,6 +198,7 @@ class BrokerServer:
                                                       waiters),
         )
         self.services.sasl = SaslServer.from_config(config.properties, config.data_dir, self.clock.now_ms)
+        self.services.authorizer = _authorizer_for(config)
         self.services.crash_points.kills_process = self.owns_process
         self.services.metrics.open_connections = lambda: self.connection_count
         self.services.transactions.crash_point = self.services.crash_points.reach

@@ -21,6 +21,7 @@ from .observe import Observers
 
 if TYPE_CHECKING:
     from .recorder import FlightRecorder
+    from .security.acls import Authorizer
     from .security.sasl_server import SaslServer
 from .registry import Registry
 from .waiters import AppendWaiters
@@ -47,6 +48,8 @@ class BrokerServices:
     recorder: FlightRecorder | None = None
     # SASL mechanisms, users and SCRAM credentials (broker/security/sasl_server.py).
     sasl: SaslServer | None = None
+    # ACLs (broker/security/acls.py); None without `authorizer.class.name`: nothing is checked.
+    authorizer: Authorizer | None = None
 
     def auto_create_topic(self, name: str) -> TopicMeta | None:
         """Create `name` with the broker defaults if auto-creation is on; None otherwise."""

@@ -47,6 +47,9 @@ HANDLER_MODULES = (
     "sasl_authenticate",
     "describe_user_scram_credentials",
     "alter_user_scram_credentials",
+    "create_acls",
+    "describe_acls",
+    "delete_acls",
 )
 
 
