@@ -139,15 +139,17 @@ _GROUP_BOUNDS = (
 
 def config_entry(name: str, value: str | None, source: int, kind: str, doc: str | None,
                  synonyms: list[dict[str, Any]], *, read_only: bool) -> dict[str, Any]:
-    """One DescribeConfigs entry (the fields every version carries; the codec drops the newer ones)."""
+    """One DescribeConfigs entry (the fields every version carries; the codec drops the newer ones).
+    A password's value is null, in the entry and its synonyms, as Kafka answers."""
+    sensitive = kind == "password"
     return {
         "name": name,
-        "value": value,
+        "value": None if sensitive else value,
         "read_only": read_only,
         "config_source": source,
         "is_default": source == DEFAULT_CONFIG,
-        "is_sensitive": kind == "password",
-        "synonyms": synonyms,
+        "is_sensitive": sensitive,
+        "synonyms": [{**synonym, "value": None} for synonym in synonyms] if sensitive else synonyms,
         "config_type": _CONFIG_TYPES.get(kind, 0),
         "documentation": doc,
     }
