@@ -415,6 +415,8 @@ class AdminListener:
         if path == "/state/wait":
             self._allow(method, "GET")
             return await self._wait_for_lso(urllib.parse.parse_qs(query_text))
+        if path == "/cluster" or path.startswith("/cluster/"):
+            return await self._cluster(method, path, body)
         if path == "/metrics":
             self._allow(method, "GET")
             from .prometheus import CONTENT_TYPE, render_async  # prometheus_client takes ~0.1 s to import
@@ -429,6 +431,37 @@ class AdminListener:
             except trace_http.TraceQueryError as exc:
                 raise HttpError(400, str(exc)) from None
         return self._route(method, path, body)
+
+    async def _cluster(self, method: str, path: str, body: bytes) -> tuple[int, Any]:
+        """GET /cluster; POST /cluster/nodes/{id}/stop|start; POST /cluster/partitions/{topic}/{p}/leader."""
+        cluster = self.services.cluster
+        parts = path.split("/")[2:]
+        if not parts:
+            self._allow(method, "GET")
+            return 200, cluster.snapshot()
+        self._allow(method, "POST")
+        if len(parts) == 3 and parts[0] == "nodes" and parts[2] in ("stop", "start") and parts[1].isdigit():
+            control = self.services.node_control
+            node_id = int(parts[1])
+            if control is None or node_id not in {node.node_id for node in cluster.nodes}:
+                raise HttpError(404, f"no node {node_id}")
+            await (control.stop_node(node_id) if parts[2] == "stop" else control.start_node(node_id))
+            return 200, cluster.snapshot()
+        if len(parts) == 4 and parts[0] == "partitions" and parts[3] == "leader" and parts[2].isdigit():
+            topic, partition = urllib.parse.unquote(parts[1]), int(parts[2])
+            meta = self.services.logs.topic(topic)
+            if meta is None or partition >= meta.partitions:
+                raise HttpError(404, f"no partition {topic}-{partition}")
+            node = _json_body(body).get("node")
+            if not isinstance(node, int):
+                raise HttpError(400, 'body: {"node": <node id>}')
+            try:
+                state = cluster.move_leader(topic, partition, node)
+            except ValueError as exc:
+                raise HttpError(409, str(exc)) from None
+            return 200, {"topic": topic, "partition": partition, "leader": state.leader,
+                         "leader_epoch": state.leader_epoch, "replicas": list(state.replicas), "isr": list(state.isr)}
+        raise HttpError(404, f"no such resource {path[:80]!r}; see GET /cluster")
 
     def _recorder(self) -> Any:
         recorder = self.services.recorder

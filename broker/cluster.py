@@ -8,8 +8,19 @@ came in on (Kafka answers Metadata with the brokers' endpoints on the request's 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from minikafka.coordinator.internal_topics import INTERNAL_TOPICS
+from minikafka.storage.checkpoint import write_atomically
+
+REPLICATION_FILE = "replication-factors.json"
+# offsets.topic.replication.factor and transaction.state.log.replication.factor default to 3 in Kafka.
+INTERNAL_REPLICATION_FACTOR = 3
+NO_LEADER = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +29,22 @@ class Node:
     host: str
     port: int
     rack: str | None = None
+
+
+class NodeControl(Protocol):
+    """Stopping and starting nodes: the server's (it owns the sockets), reached by the control plane."""
+
+    async def stop_node(self, node_id: int) -> None: ...
+
+    async def start_node(self, node_id: int) -> None: ...
+
+
+@dataclass(slots=True)
+class PartitionLeadership:
+    replicas: tuple[int, ...]
+    leader: int  # NO_LEADER while none of its replicas is online
+    leader_epoch: int
+    isr: tuple[int, ...]
 
 
 class ClusterView:
@@ -32,6 +59,14 @@ class ClusterView:
         self._offline: set[int] = set()
         # Called with (node id, online) after a node stops or starts, so leadership can move.
         self.node_changes: list[Callable[[int, bool], None]] = []
+        self._partitions: dict[tuple[str, int], PartitionLeadership] = {}
+        self._replication: dict[str, int] = {}
+        self._replication_file: Path | None = None
+        # The partition's current leader epoch in storage, and the hook that starts a new one there.
+        self.stored_epoch: Callable[[str, int], int] = lambda _topic, _partition: 0
+        self.new_epoch: Callable[[str, int, int], None] = lambda _topic, _partition, _epoch: None
+        # Every partition that exists, as (topic, partition count): what a node change re-elects.
+        self.all_partitions: Callable[[], Iterable[tuple[str, int]]] = lambda: ()
 
     @property
     def nodes(self) -> list[Node]:
@@ -65,6 +100,7 @@ class ClusterView:
             self._offline.discard(node_id)
         else:
             self._offline.add(node_id)
+        self._reelect()
         for notify in list(self.node_changes):
             notify(node_id, online)
 
@@ -77,8 +113,99 @@ class ClusterView:
         controller is whichever node a client can still reach."""
         return min(self.online_ids or self._nodes)
 
-    def leader_of(self, topic: str, partition: int) -> int:
-        """Leader node of a partition: spread round-robin over the nodes (one node: always it)."""
-        ids = sorted(self._nodes)
-        return ids[partition % len(ids)]
+    # --- leadership ----------------------------------------------------------------------------
+    # Replicas are assigned round-robin from the partition index, as Kafka spreads them; data is stored
+    # once, so every replica is always in sync and the ISR is the replicas that are online. The first
+    # replica is the preferred leader; a leader that stops hands over to the next online replica with
+    # the leader epoch bumped, as a controller's election does.
 
+    def use_replication_file(self, data_dir: Path) -> None:
+        """Keep topics' replication factors in the data directory (Kafka: the metadata log)."""
+        self._replication_file = data_dir / REPLICATION_FILE
+        if self._replication_file.exists():
+            self._replication = {str(k): int(v) for k, v in json.loads(self._replication_file.read_text()).items()}
+
+    def set_replication_factor(self, topic: str, factor: int) -> None:
+        self._replication[topic] = factor
+        self.forget_topic(topic, keep_replication=True)
+        self._save_replication()
+
+    def replication_factor(self, topic: str) -> int:
+        default = INTERNAL_REPLICATION_FACTOR if topic in INTERNAL_TOPICS else 1
+        return max(1, min(self._replication.get(topic, default), len(self._nodes)))
+
+    def forget_topic(self, topic: str, *, keep_replication: bool = False) -> None:
+        """A deleted (or re-created) topic's partitions start afresh."""
+        for key in [key for key in self._partitions if key[0] == topic]:
+            del self._partitions[key]
+        if not keep_replication and self._replication.pop(topic, None) is not None:
+            self._save_replication()
+
+    def _save_replication(self) -> None:
+        if self._replication_file is not None:
+            write_atomically(self._replication_file, json.dumps(self._replication, sort_keys=True).encode())
+
+    def partition(self, topic: str, partition: int) -> PartitionLeadership:
+        state = self._partitions.get((topic, partition))
+        if state is None:
+            ids = sorted(self._nodes)
+            replicas = tuple(ids[(partition + i) % len(ids)] for i in range(self.replication_factor(topic)))
+            isr = tuple(r for r in replicas if r not in self._offline)
+            state = PartitionLeadership(replicas, isr[0] if isr else NO_LEADER, self.stored_epoch(topic, partition),
+                                        isr)
+            self._partitions[(topic, partition)] = state
+        return state
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        """Leader node of a partition; NO_LEADER while all its replicas are down."""
+        state = self._partitions.get((topic, partition))
+        if state is None:
+            if len(self._nodes) == 1 and not self._offline:
+                return next(iter(self._nodes))  # one node leads everything: no state to keep
+            state = self.partition(topic, partition)
+        return state.leader
+
+    def move_leader(self, topic: str, partition: int, node_id: int) -> PartitionLeadership:
+        """Make an online replica the leader (a preferred or reassigned leader election)."""
+        state = self.partition(topic, partition)
+        if node_id not in state.replicas:
+            raise ValueError(f"node {node_id} is not a replica of {topic}-{partition} "
+                             f"(replicas {list(state.replicas)})")
+        if not self.is_online(node_id):
+            raise ValueError(f"node {node_id} is not online")
+        if state.leader != node_id:
+            self._elect(topic, partition, state, node_id)
+        return state
+
+    def _elect(self, topic: str, partition: int, state: PartitionLeadership, leader: int) -> None:
+        state.leader = leader
+        if leader != NO_LEADER:
+            state.leader_epoch = max(state.leader_epoch, self.stored_epoch(topic, partition)) + 1
+            self.new_epoch(topic, partition, state.leader_epoch)
+
+    def _reelect(self) -> None:
+        """After a node stops or starts: ISRs are the online replicas; a leader that is down hands over to
+        the first online replica, and a leaderless partition takes its first replica back."""
+        for topic, count in list(self.all_partitions()):
+            for partition in range(count):
+                state = self.partition(topic, partition)
+                state.isr = tuple(r for r in state.replicas if r not in self._offline)
+                if state.leader == NO_LEADER or state.leader in self._offline:
+                    self._elect(topic, partition, state, state.isr[0] if state.isr else NO_LEADER)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The control plane's view: nodes with their endpoints per listener, and every partition's leadership."""
+        listeners = sorted(self._endpoints)
+        return {
+            "controller_id": self.controller_id,
+            "nodes": [{"node_id": node_id, "online": self.is_online(node_id),
+                       "endpoints": {name: f"{self.endpoint(name, node_id).host}:{self.endpoint(name, node_id).port}"
+                                     for name in listeners}}
+                      for node_id in sorted(self._nodes)],
+            "partitions": [{"topic": topic, "partition": partition, "leader": state.leader,
+                            "leader_epoch": state.leader_epoch, "replicas": list(state.replicas),
+                            "isr": list(state.isr)}
+                           for topic, count in sorted(self.all_partitions())
+                           for partition in range(count)
+                           for state in (self.partition(topic, partition),)],
+        }

@@ -111,5 +111,10 @@ def error_message_for(exc: BaseException) -> str | None:
 
 
 def error_fields(ctx: RequestContext, exc: BaseException, **where: Any) -> dict[str, Any]:
-    """`error_code` and `error_message` of a response entry for `exc`."""
-    return {"error_code": error_code_for(exc, ctx, **where), "error_message": error_message_for(exc)}
+    """`error_code` and `error_message` of a response entry for `exc`, and the KIP-951 `current_leader` of a
+    NOT_LEADER_OR_FOLLOWER (response versions without the field drop it)."""
+    fields = {"error_code": error_code_for(exc, ctx, **where), "error_message": error_message_for(exc)}
+    leader = getattr(exc, "current_leader", None)
+    if leader is not None:
+        fields["current_leader"] = leader
+    return fields

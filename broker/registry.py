@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from minikafka.coordinator.hashing import partition_for
+from minikafka.coordinator.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from minikafka.protocol.api_keys import ApiKey, VersionRange, api_name, kio_range
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
@@ -55,8 +57,27 @@ def _coordinator_loading(api_key: int, services: Any, request: Any) -> bool:
     return False
 
 
+def _coordinated_elsewhere(api_key: int, ctx: Any, request: Any) -> bool:
+    """With several nodes: this node does not lead the coordinator partition the request's transactional id
+    (or TxnOffsetCommit's group) maps to. The group APIs check their group in their handlers."""
+    services = ctx.services
+    if api_key == ApiKey.TXN_OFFSET_COMMIT:
+        topic, partition = OFFSETS_TOPIC, services.groups.partition_for(request.group_id)
+    elif api_key in TRANSACTION_COORDINATOR_APIS and api_key != ApiKey.DESCRIBE_TRANSACTIONS:
+        transactional_id = getattr(request, "transactional_id", getattr(request, "v3_and_below_transactional_id", None))
+        if not isinstance(transactional_id, str):
+            return False  # an idempotent producer's InitProducerId, or AddPartitionsToTxn v4+ batches
+        topic = TRANSACTION_STATE_TOPIC
+        partition = partition_for(transactional_id, services.config.transaction_state_log_num_partitions)
+    else:
+        return False
+    return bool(services.cluster.leader_of(topic, partition) != ctx.node.node_id)
+
+
 def _after_coordinator_load(api_key: int, handle: Handler) -> Handler:
     async def handle_when_loaded(ctx: Any, request: Any) -> Any:
+        if _coordinated_elsewhere(api_key, ctx, request):
+            raise KafkaError("another node is the coordinator", code=ErrorCode.not_coordinator)
         if _coordinator_loading(api_key, ctx.services, request):
             raise KafkaError("the coordinator is loading", code=ErrorCode.coordinator_load_in_progress)
         return await handle(ctx, request)

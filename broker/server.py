@@ -110,6 +110,23 @@ def _authorizer_for(config: BrokerConfig) -> Authorizer | None:
                       config.properties.get("allow.everyone.if.no.acl.found", "false").strip().lower() == "true")
 
 
+def _wire_leadership(cluster: ClusterView, logs: LogManager, config: BrokerConfig) -> None:
+    """Leader epochs live in the partition logs (stamped on batches, kept in leader-epoch-checkpoint)."""
+    def stored_epoch(topic: str, partition: int) -> int:
+        log = logs.partition(topic, partition)
+        return log.leader_epoch if log is not None else 0
+
+    def new_epoch(topic: str, partition: int, epoch: int) -> None:
+        log = logs.partition(topic, partition)
+        if log is not None:
+            log.become_leader(epoch)
+
+    cluster.stored_epoch = stored_epoch
+    cluster.new_epoch = new_epoch
+    cluster.all_partitions = lambda: [(meta.name, meta.partitions) for meta in logs.topics()]
+    cluster.use_replication_file(config.data_dir)
+
+
 def _bind(host: str, port: int) -> socket.socket:
     sock = socket.create_server((host, port), family=_family_of(host), backlog=_LISTEN_BACKLOG)
     sock.setblocking(False)
@@ -186,6 +203,7 @@ class BrokerServer:
             cluster.add_endpoints(listener.name,
                                   [nl.endpoint for nl in self._listeners if nl.listener.name == listener.name])
         self.node = self._listeners[0].endpoint
+        _wire_leadership(cluster, logs, config)
         waiters = AppendWaiters()
         groups = make_group_coordinator(config, logs, self.clock)
         groups.use_group_configs(dynamic_configs.group_layer)
@@ -199,6 +217,7 @@ class BrokerServer:
         )
         self.services.sasl = SaslServer.from_config(config.properties, config.data_dir, self.clock.now_ms)
         self.services.authorizer = _authorizer_for(config)
+        self.services.node_control = self
         self.services.crash_points.kills_process = self.owns_process
         self.services.metrics.open_connections = lambda: self.connection_count
         self.services.transactions.crash_point = self.services.crash_points.reach

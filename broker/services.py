@@ -11,7 +11,7 @@ from minikafka.coordinator.transaction.coordinator import TransactionCoordinator
 from minikafka.storage.clock import Clock
 from minikafka.storage.manager import LogManager, TopicMeta
 
-from .cluster import ClusterView
+from .cluster import ClusterView, NodeControl
 from .config import BrokerConfig
 from .crash_points import CrashPoints
 from .dynamic_config import DynamicConfigStore
@@ -50,6 +50,8 @@ class BrokerServices:
     sasl: SaslServer | None = None
     # ACLs (broker/security/acls.py); None without `authorizer.class.name`: nothing is checked.
     authorizer: Authorizer | None = None
+    # Stopping and starting nodes (the server), for the control plane.
+    node_control: NodeControl | None = None
 
     def auto_create_topic(self, name: str) -> TopicMeta | None:
         """Create `name` with the broker defaults if auto-creation is on; None otherwise."""

@@ -39,6 +39,7 @@ from minikafka.protocol.records import (
 )
 
 from .config import LogConfig
+from .epochs import LEADER_EPOCH_FILE, LeaderEpochCache
 from .errors import InvalidTimestamp, KafkaStorageError, OffsetOutOfRange, RecordTooLarge, RecordValidationError
 from .files import OS_WRITER, FileWriter
 from .index import AbortedTxn
@@ -113,11 +114,24 @@ class PartitionLog:
         self.partition = partition
         self.config = config
         self.leader_epoch = 0
+        self.epochs = LeaderEpochCache(directory / LEADER_EPOCH_FILE)
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
         self.log_start_offset = 0
         self.producer_state = ProducerStateManager(directory)
         self._now_ms = now_ms
+
+    def become_leader(self, epoch: int) -> None:
+        """A new leader epoch from the log end on: later batches are stamped with it, and the checkpoint
+        records where it started. An epoch not newer than the current one changes nothing."""
+        if self.epochs.assign(epoch, self.log_end_offset):
+            self.leader_epoch = epoch
+
+    def load_epochs(self, entries: list[tuple[int, int]]) -> None:
+        """The epoch history read back from `leader-epoch-checkpoint` at start."""
+        if entries:
+            self.epochs.entries = entries
+            self.leader_epoch = entries[-1][0]
 
     # --- opening -------------------------------------------------------------------------
 

@@ -32,6 +32,9 @@ import structlog
 from .checkpoint import TopicPartition, read_checkpoint, write_atomically, write_checkpoint
 from .clock import Clock
 from .config import LogConfig, resolve_log_config
+from .epochs import LEADER_EPOCH_FILE
+from .epochs import encode_checkpoint as encode_epochs
+from .epochs import read_checkpoint as read_epochs
 from .errors import (
     InvalidPartitions,
     InvalidTopic,
@@ -54,7 +57,6 @@ LOG_START_FILE = "log-start-offset-checkpoint"
 METADATA_FILE = "__cluster_metadata.json"
 META_PROPERTIES = "meta.properties"
 PARTITION_METADATA_FILE = "partition.metadata"
-LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
 DELETE_DIR_SUFFIX = "-delete"
@@ -116,9 +118,8 @@ def _partition_metadata(meta: TopicMeta) -> bytes:
     return f"version: 0\ntopic_id: {kafka_uuid(meta.topic_id)}\n".encode()
 
 
-def _leader_epoch_checkpoint(leader_epoch: int) -> bytes:
-    """Kafka's LeaderEpochCheckpointFile: version 0, one entry (the leader's epoch from offset 0)."""
-    return f"0\n1\n{leader_epoch} 0\n".encode()
+def _leader_epoch_checkpoint(log: PartitionLog) -> bytes:
+    return encode_epochs(log.epochs.entries)
 
 
 def _remove_directories(directories: list[Path]) -> None:
@@ -179,6 +180,7 @@ class LogManager:
                     _log.warning("truncated torn log tail", topic=meta.name, partition=partition, bytes=truncated)
                 if not clean:
                     self._repair_partition_files(meta, log)
+                log.load_epochs(read_epochs(log.dir / LEADER_EPOCH_FILE))
                 self._logs[tp] = log
         if not clean and self._logs:
             _log.info("recovered logs after unclean shutdown", partitions=len(self._logs))
@@ -321,7 +323,7 @@ class LogManager:
         log.create()
         try:
             _write_new_file(log.dir / PARTITION_METADATA_FILE, _partition_metadata(meta))
-            _write_new_file(log.dir / LEADER_EPOCH_FILE, _leader_epoch_checkpoint(log.leader_epoch))
+            _write_new_file(log.dir / LEADER_EPOCH_FILE, _leader_epoch_checkpoint(log))
         except OSError:
             log.close(clean=False)
             raise
@@ -362,7 +364,7 @@ class LogManager:
             write_atomically(path, expected)
         epochs = log.dir / LEADER_EPOCH_FILE
         if not epochs.exists() or epochs.stat().st_size == 0:
-            write_atomically(epochs, _leader_epoch_checkpoint(log.leader_epoch))
+            write_atomically(epochs, _leader_epoch_checkpoint(log))
 
     def _new_topic(self, name: str, partitions: int, configs: Mapping[str, str] | None,
                    internal: bool) -> TopicMeta:

@@ -38,7 +38,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
@@ -161,6 +161,13 @@ class _InProcessBroker:
             return operation(server)
 
         return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)
+
+    def call_async(self, operation: Callable[[BrokerServer], Coroutine[Any, Any, T]], timeout: float) -> T:
+        """`call` for an operation that is a coroutine (stopping a node waits for its connections)."""
+        server = self._server
+        if server is None or not self._thread.is_alive():
+            raise BrokerError("the broker is not running")
+        return asyncio.run_coroutine_threadsafe(operation(server), self._loop).result(timeout)
 
     def _log_loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """Keep asyncio's complaints about this loop in the broker's log, not in the caller's logging."""
@@ -324,11 +331,14 @@ class Broker:
         data_dir: str | os.PathLike[str] | None = None,
         log_file: str | os.PathLike[str] | None = None,
         timeout: float = 30.0,
+        nodes: int = 1,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         self.mode: Mode = mode
         self.config = {str(key): _property_value(value) for key, value in (config or {}).items()}
+        if nodes != 1:
+            self.config["minikafka.nodes"] = str(nodes)
         self.timeout = timeout
         self._requested_port = port
         self._port = 0
@@ -433,6 +443,45 @@ class Broker:
 
             return self._running.call(lambda server: state_snapshot(_services(server)), self.timeout)
         return self._admin("GET", "/state")
+
+    # --- several nodes (README "Cluster") -------------------------------------------------------
+
+    def cluster(self) -> dict[str, Any]:
+        """Nodes (online, endpoints per listener) and every partition's leader, epoch, replicas and ISR."""
+        if isinstance(self._running, _InProcessBroker):
+            return self._running.call(lambda server: _services(server).cluster.snapshot(), self.timeout)
+        return self._admin("GET", "/cluster")
+
+    def node_port(self, node_id: int, listener: str | None = None) -> int:
+        """The port a node listens on (its first listener unless named)."""
+        [node] = [n for n in self.cluster()["nodes"] if n["node_id"] == node_id]
+        endpoints = node["endpoints"]
+        endpoint = endpoints[listener] if listener is not None else next(iter(endpoints.values()))
+        return int(endpoint.rpartition(":")[2])
+
+    def stop_node(self, node_id: int) -> None:
+        """A node failure: its ports refuse, its connections drop, its leaderships move to the replicas up."""
+        if isinstance(self._running, _InProcessBroker):
+            self._running.call_async(lambda server: server.stop_node(node_id), self.timeout)
+        else:
+            self._admin("POST", f"/cluster/nodes/{int(node_id)}/stop")
+
+    def start_node(self, node_id: int) -> None:
+        if isinstance(self._running, _InProcessBroker):
+            self._running.call_async(lambda server: server.start_node(node_id), self.timeout)
+        else:
+            self._admin("POST", f"/cluster/nodes/{int(node_id)}/start")
+
+    def move_leader(self, topic: str, partition: int, node_id: int) -> dict[str, Any]:
+        """Make a replica the partition's leader (its leader epoch goes up by one)."""
+        if isinstance(self._running, _InProcessBroker):
+            def move(server: BrokerServer) -> dict[str, Any]:
+                state = _services(server).cluster.move_leader(topic, partition, node_id)
+                return {"topic": topic, "partition": partition, "leader": state.leader,
+                        "leader_epoch": state.leader_epoch, "replicas": list(state.replicas), "isr": list(state.isr)}
+            return self._running.call(move, self.timeout)
+        return self._admin("POST", f"/cluster/partitions/{urllib.parse.quote(topic, safe='')}/{int(partition)}/leader",
+                           {"node": node_id})
 
     def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 10.0) -> dict[str, Any]:
         """Poll `state()` until `predicate(state)` is true and return that state; TimeoutError (with the last

@@ -31,7 +31,8 @@ VERSIONS = VersionRange(2, 7)
 
 async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, Any]:
     services = ctx.services
-    node_count = len(services.cluster.nodes)
+    # Kafka counts the brokers that are up (unfenced) when it places replicas.
+    node_count = len(services.cluster.online_ids)
     partitions = topic.num_partitions
     replication = topic.replication_factor
     if topic.assignments:
@@ -54,6 +55,8 @@ async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
     # Sliced: thousands of partitions are made while other connections keep being answered.
     meta = await services.logs.create_topic_async(topic.name, partitions, configs, validate_only=validate_only)
+    if not validate_only:
+        services.cluster.set_replication_factor(topic.name, replication)
     ctx.log.info("created topic" if not validate_only else "validated topic", topic=topic.name, partitions=partitions)
     return {
         "topic_id": meta.topic_id if not validate_only else ZERO_UUID,

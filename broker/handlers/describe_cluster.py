@@ -30,6 +30,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         endpoint_type=getattr(request, "endpoint_type", 1),
         cluster_id=cluster.cluster_id,
         controller_id=cluster.controller_id,
-        brokers=[{"broker_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack} for n in cluster.nodes],
+        brokers=[{"broker_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack}
+                 for n in cluster.nodes_on(ctx.session.listener_name)],
         cluster_authorized_operations=operations_if(request.include_cluster_authorized_operations, CLUSTER_OPERATIONS),
     )

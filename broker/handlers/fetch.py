@@ -24,8 +24,9 @@ Behavior:
   a re-created topic never reads the new topic's records. Ids are resolved again on every pass of
   a long poll, so a topic deleted while the request waits answers UNKNOWN_TOPIC_ID too.
 Version notes: v15 moves replica_id into the tagged replica_state (consumers send -1 either way);
-v16 adds node_endpoints, for NOT_LEADER_OR_FOLLOWER answers this single-leader broker never gives,
-so it stays empty; v17 adds replica_directory_id and v18 the follower's high watermark, both
+v16 adds node_endpoints: with several nodes a partition led elsewhere is NOT_LEADER_OR_FOLLOWER
+with the leader and its epoch in current_leader and its address there (KIP-951); v17 adds
+replica_directory_id and v18 the follower's high watermark, both
 follower-only fields, ignored.
 """
 
@@ -39,7 +40,7 @@ from minikafka.protocol.errors import ErrorCode, KafkaError
 
 from ..context import RequestContext
 from ..errors import error_code_for
-from .common import partition_log, response_of
+from .common import check_leader_epoch, leader_endpoints, partition_log, response_of
 
 API_KEY = ApiKey.FETCH
 VERSIONS = VersionRange(4, 18)
@@ -81,6 +82,7 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[list[dict[str, Any]], 
                     raise KafkaError(f"negative max_bytes ({request.max_bytes}) or partition_max_bytes "
                                      f"({part.partition_max_bytes})", code=ErrorCode.invalid_request)
                 log = partition_log(ctx, name, part.partition)
+                check_leader_epoch(getattr(part, "current_leader_epoch", -1), log.leader_epoch)
                 limit = min(part.partition_max_bytes, budget - gathered)
                 last_stable = log.last_stable_offset
                 upper = last_stable if committed else log.high_watermark
@@ -100,6 +102,8 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[list[dict[str, Any]], 
             except Exception as exc:
                 errored = True
                 entry["error_code"] = error_code_for(exc, ctx, topic=name, partition=part.partition)
+                if (leader := getattr(exc, "current_leader", None)) is not None:
+                    entry["current_leader"] = leader
             partitions.append(entry)
         topics.append({"topic": name, "topic_id": getattr(topic, "topic_id", None), "partitions": partitions})
     return topics, gathered, errored
@@ -122,5 +126,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if not await ctx.services.waiters.wait_any(watched, remaining):
             topics, gathered, errored = _read_all(ctx, request)
             break
+    endpoints = leader_endpoints(ctx, [p for t in topics for p in t["partitions"]])
     return build(response_of(request), throttle_time=0, error_code=ErrorCode.none, session_id=0,
-                 responses=topics)
+                 responses=topics, node_endpoints=endpoints)

@@ -18,6 +18,7 @@ from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode
 
+from ..cluster import NO_LEADER
 from ..context import RequestContext
 from .common import response_of
 from .group_common import coordinator
@@ -45,7 +46,11 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
             "error_code": ErrorCode.invalid_request,
             "error_message": f"unknown coordinator key type {key_type}",
         }
-    node = services.cluster.node(leader)
+    if leader == NO_LEADER:
+        # Kafka: the coordinator partition has no live leader.
+        return {"key": key, "node_id": -1, "host": "", "port": -1,
+                "error_code": ErrorCode.coordinator_not_available, "error_message": None}
+    node = services.cluster.endpoint(ctx.session.listener_name, leader)
     return {
         "key": key,
         "node_id": node.node_id,

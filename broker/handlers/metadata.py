@@ -1,7 +1,8 @@
 """Metadata: v0-13.
 
 Behavior:
-- Brokers: every node of the cluster view; controller: its lowest node id.
+- Brokers: the online nodes, at their addresses on the listener the request came in on; controller:
+  the lowest online node id.
 - Topics: all (null list, or an empty list at v0) or the ones named (by name, or by topic id at
   v10+). An unknown topic is created when the request allows it and auto.create.topics.enable is
   on (Kafka's default), else UNKNOWN_TOPIC_OR_PARTITION; an illegal name is INVALID_TOPIC_EXCEPTION.
@@ -11,7 +12,9 @@ Behavior:
 - v10-11 requests carry a nullable name and a topic id but cannot look up by id: a null name or a
   non-zero id there fails the request with INVALID_REQUEST on every topic (Kafka's KafkaApis check),
   a null name echoed as "" since the response cannot carry a null name before v12.
-- Single replica: leader = the node the cluster view names, replicas = isr = [leader], epoch 0.
+- Partitions: leader, leader epoch, replicas, ISR (the online replicas; data is stored once) and
+  offline replicas from the cluster view (broker/cluster.py); a partition whose replicas are all down
+  has leader -1 and LEADER_NOT_AVAILABLE.
 - Authorized operations (v8+, when asked): every operation of the topic (and, v8-10, of the cluster),
   as a Kafka broker without an authorizer answers; unasked they keep the default -2^31.
 - v13 adds a top-level error code (KIP-1102, REBOOTSTRAP_REQUIRED for clients whose bootstrap
@@ -28,6 +31,7 @@ from minikafka.protocol.build import ZERO_UUID, build
 from minikafka.protocol.errors import ErrorCode
 from minikafka.storage.manager import TopicMeta
 
+from ..cluster import NO_LEADER
 from ..context import RequestContext
 from ..errors import error_code_for
 from .authorization import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, operations_if
@@ -42,16 +46,15 @@ def partition_entries(ctx: RequestContext, meta: TopicMeta, indexes: range) -> l
     cluster = ctx.services.cluster
     partitions = []
     for index in indexes:
-        leader = cluster.leader_of(meta.name, index)
-        log = ctx.services.logs.partition(meta.name, index)
+        state = cluster.partition(meta.name, index)
         partitions.append({
-            "error_code": ErrorCode.none,
+            "error_code": ErrorCode.none if state.leader != NO_LEADER else ErrorCode.leader_not_available,
             "partition_index": index,
-            "leader_id": leader,
-            "leader_epoch": log.leader_epoch if log is not None else 0,
-            "replica_nodes": (leader,),
-            "isr_nodes": (leader,),
-            "offline_replicas": (),
+            "leader_id": state.leader,
+            "leader_epoch": state.leader_epoch,
+            "replica_nodes": state.replicas,
+            "isr_nodes": state.isr,
+            "offline_replicas": tuple(r for r in state.replicas if r not in state.isr),
             # KIP-966: no replica is ever out of the ISR here, so no eligible leader replicas.
             "eligible_leader_replicas": (),
             "last_known_elr": (),
@@ -157,7 +160,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         response_of(request),
         throttle_time=0,
         error_code=ErrorCode.none,
-        brokers=[{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack} for n in cluster.nodes],
+        brokers=[{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack}
+                 for n in cluster.nodes_on(ctx.session.listener_name)],
         cluster_id=cluster.cluster_id,
         controller_id=cluster.controller_id,
         topics=topics,

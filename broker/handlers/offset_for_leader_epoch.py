@@ -1,8 +1,10 @@
 """OffsetForLeaderEpoch: v2-4.
 
-Behavior: a single node has one leader epoch per partition (0), starting at the log start, so
-the end offset of any requested epoch <= the current one is the log end offset; a requested epoch
-above it gives UNDEFINED epoch/offset (-1/-1). A current_leader_epoch newer than ours is
+Behavior: answered from the partition's leader epoch history (storage/epochs.py, Kafka's
+LeaderEpochFileCache.endOffsetFor): the current epoch ends at the log end offset, an older one where
+the next epoch started, a newer or unknown one is UNDEFINED epoch/offset (-1/-1). Epochs start when
+leadership moves between nodes (broker/cluster.py); a partition led by another node is
+NOT_LEADER_OR_FOLLOWER. A current_leader_epoch newer than ours is
 UNKNOWN_LEADER_EPOCH, an older one FENCED_LEADER_EPOCH (KIP-320).
 """
 
@@ -29,9 +31,8 @@ def _end_offset(ctx: RequestContext, topic: str, part: Any) -> dict[str, Any]:
         raise KafkaError("leader epoch is newer than ours", code=ErrorCode.unknown_leader_epoch)
     if current >= 0 and current < log.leader_epoch:
         raise KafkaError("leader epoch is fenced", code=ErrorCode.fenced_leader_epoch)
-    if part.leader_epoch > log.leader_epoch:
-        return {"leader_epoch": -1, "end_offset": -1}
-    return {"leader_epoch": log.leader_epoch, "end_offset": log.log_end_offset}
+    epoch, end_offset = log.epochs.end_offset_for(part.leader_epoch, log.log_end_offset)
+    return {"leader_epoch": epoch, "end_offset": end_offset}
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -47,7 +47,7 @@ from minikafka.storage.errors import InvalidTopic, RecordValidationError
 from ..context import RequestContext
 from ..dispatch import CloseConnection
 from ..errors import error_fields
-from .common import partition_log, response_of
+from .common import leader_endpoints, partition_log, response_of
 from .end_txn import client_transaction_version
 
 API_KEY = ApiKey.PRODUCE
@@ -119,6 +119,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     implicit_add = client_transaction_version(ctx, request.__version__, 12) >= 2
     failed = False
     topics = []
+    answered: list[list[dict[str, Any]]] = []
     by_id = request.__version__ >= TOPIC_IDS_FROM
     for topic in request.topic_data:
         name = _topic_name(ctx, topic, by_id)
@@ -164,8 +165,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             results.append(result)
         # `build` keeps the one the version has: the name up to v12, the id (as requested) from v13.
         topics.append({"name": name, "topic_id": getattr(topic, "topic_id", None), "partition_responses": results})
+        answered.append(results)
     if acks == 0:
         if failed:
             raise CloseConnection("acks=0 produce failed", bad_input=False)
         return None
-    return build(response_of(request), responses=topics, throttle_time=0)
+    endpoints = leader_endpoints(ctx, [result for entries in answered for result in entries])
+    return build(response_of(request), responses=topics, throttle_time=0, node_endpoints=endpoints)
