@@ -87,6 +87,8 @@ _ADMIN_TOOLS = {
     "consumer-groups": ("consumer_groups_tool", "Kafka's kafka-consumer-groups.sh"),
     # Not over the wire: reads segment, index and snapshot files, as kafka-dump-log.sh does.
     "dump-log": ("dump_log", "Kafka's kafka-dump-log.sh"),
+    # Over the admin listener: the nodes of a multi-node broker, and failover drills.
+    "cluster": ("cluster_tool", "nodes, leaders, stopping nodes and moving leaders"),
 }
 
 

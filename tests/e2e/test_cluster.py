@@ -10,6 +10,7 @@ import shutil
 import socket
 import struct
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -289,3 +290,16 @@ def test_the_control_plane_stops_and_starts_nodes_of_a_subprocess_broker(tmp_pat
             socket.create_connection(("127.0.0.1", port_2), timeout=5).close()
         broker.start_node(2)
         socket.create_connection(("127.0.0.1", port_2), timeout=5).close()
+
+        def cli(*args: str) -> str:
+            done = subprocess.run([sys.executable, "-m", "minikafka.broker", "cluster", "--admin-url",
+                                   str(broker.admin_url), *args], capture_output=True, text=True, timeout=60,
+                                  check=True)
+            return done.stdout
+
+        assert "Node 2\tstopped" in cli("stop-node", "2")
+        assert "Node 2\tonline" in cli("start-node", "2")
+        topic = unique_topic("cli")
+        _create(broker, topic, partitions=1, replication=2)
+        assert "Leader: 2\tEpoch: 1" in cli("move-leader", topic, "0", "2")
+        assert f"Topic: {topic}\tPartition: 0\tLeader: 2" in cli("describe")

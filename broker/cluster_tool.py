@@ -1,0 +1,73 @@
+"""`minikafka cluster`: a running broker's nodes and partition leaders, and failover drills, through its
+admin listener (README "Cluster").
+
+    minikafka cluster --admin-url http://127.0.0.1:PORT describe
+    minikafka cluster --admin-url ... stop-node 2 | start-node 2
+    minikafka cluster --admin-url ... move-leader TOPIC PARTITION NODE
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+TIMEOUT_S = 30.0
+
+
+def _call(admin_url: str, method: str, path: str, body: object = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(admin_url.rstrip("/") + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+        return json.loads(response.read())
+
+
+def _describe(snapshot: dict[str, Any]) -> str:
+    lines = [f"Controller: {snapshot['controller_id']}"]
+    for node in snapshot["nodes"]:
+        endpoints = ", ".join(f"{name}://{address}" for name, address in node["endpoints"].items())
+        lines.append(f"Node {node['node_id']}\t{'online' if node['online'] else 'stopped'}\t{endpoints}")
+    for state in snapshot["partitions"]:
+        lines.append(f"Topic: {state['topic']}\tPartition: {state['partition']}\tLeader: {state['leader']}\t"
+                     f"Epoch: {state['leader_epoch']}\tReplicas: {','.join(map(str, state['replicas']))}\t"
+                     f"Isr: {','.join(map(str, state['isr']))}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="minikafka cluster", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--admin-url", required=True, help="the broker's admin listener, http://127.0.0.1:PORT")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("describe", help="nodes, and every partition's leader, epoch, replicas and ISR")
+    for name in ("stop-node", "start-node"):
+        commands.add_parser(name).add_argument("node", type=int)
+    move = commands.add_parser("move-leader", help="make a replica the partition's leader")
+    move.add_argument("topic")
+    move.add_argument("partition", type=int)
+    move.add_argument("node", type=int)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "describe":
+            print(_describe(_call(args.admin_url, "GET", "/cluster")))
+        elif args.command in ("stop-node", "start-node"):
+            action = args.command.removesuffix("-node")
+            print(_describe(_call(args.admin_url, "POST", f"/cluster/nodes/{args.node}/{action}")))
+        else:
+            topic = urllib.parse.quote(args.topic, safe="")
+            state = _call(args.admin_url, "POST", f"/cluster/partitions/{topic}/{args.partition}/leader",
+                          {"node": args.node})
+            print(f"Topic: {state['topic']}\tPartition: {state['partition']}\tLeader: {state['leader']}\t"
+                  f"Epoch: {state['leader_epoch']}")
+    except urllib.error.HTTPError as exc:
+        print(f"minikafka cluster: {json.loads(exc.read() or b'{}').get('error', exc)}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"minikafka cluster: cannot reach {args.admin_url}: {exc}", file=sys.stderr)
+        return 1
+    return 0
