@@ -237,3 +237,76 @@ def test_kcat_produces_and_consumes_over_sasl_plain(sasl_broker: BrokerProcess, 
     out = subprocess.run([kcat, "-b", sasl_broker.bootstrap, *auth, "-C", "-t", topic, "-o", "beginning", "-e",
                           "-c", "2"], capture_output=True, check=True, timeout=60)
     assert out.stdout.split() == [b"one", b"two"]
+
+
+# --- SASL_SSL: the same logins over TLS ---------------------------------------------------------
+
+
+@pytest.fixture
+def sasl_ssl_broker(broker_factory: Callable[..., BrokerProcess], tmp_path: Path) -> tuple[BrokerProcess, Path]:
+    from minikafka.testing.certs import generate_certificates
+
+    certs = generate_certificates(tmp_path / "certs")
+    overrides = {**SASL_BROKER, "listeners": "SASL_SSL://127.0.0.1:0",
+                 "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS, **certs.broker_properties("SASL_SSL")}
+    del overrides["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
+    return broker_factory(**overrides), certs.ca_cert
+
+
+@pytest.mark.parametrize(("mechanism", "user", "password"), [
+    ("PLAIN", "alice", "alice-secret"), ("SCRAM-SHA-256", "carol", "carol-secret"),
+    ("SCRAM-SHA-512", "carol", "carol-secret"), ("OAUTHBEARER", "dave", "")])
+def test_confluent_kafka_logs_in_over_sasl_ssl(sasl_ssl_broker: tuple[BrokerProcess, Path], mechanism: str,
+                                               user: str, password: str) -> None:
+    broker, ca = sasl_ssl_broker
+    config = {**_confluent(broker.bootstrap, mechanism, user, password), "security.protocol": "SASL_SSL",
+              "ssl.ca.location": str(ca)}
+    assert _confluent_round_trip(broker.bootstrap, config) == [b"v0", b"v1", b"v2"]
+
+
+def test_kafka_python_and_aiokafka_log_in_over_sasl_ssl(sasl_ssl_broker: tuple[BrokerProcess, Path]) -> None:
+    import ssl
+
+    from aiokafka import AIOKafkaProducer
+    from kafka import KafkaProducer
+
+    broker, ca = sasl_ssl_broker
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, security_protocol="SASL_SSL", ssl_cafile=str(ca),
+                             sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="carol",
+                             sasl_plain_password="carol-secret")
+    assert producer.send(unique_topic("kp-ssl"), b"x").get(timeout=DEADLINE_S).offset == 0
+    producer.close()
+
+    async def aiokafka_send() -> int:
+        context = ssl.create_default_context(cafile=str(ca))
+        aio = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, security_protocol="SASL_SSL", ssl_context=context,
+                               sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="alice-secret")
+        await aio.start()
+        try:
+            return int((await aio.send_and_wait(unique_topic("aio-ssl"), b"x")).offset)
+        finally:
+            await aio.stop()
+
+    assert asyncio.run(aiokafka_send()) == 0
+
+
+def test_kcat_over_sasl_ssl(sasl_ssl_broker: tuple[BrokerProcess, Path], kcat: str) -> None:
+    broker, ca = sasl_ssl_broker
+    topic = unique_topic("kcat-ssl")
+    auth = ["-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={ca}", "-X", "sasl.mechanism=PLAIN",
+            "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret"]
+    subprocess.run([kcat, "-b", broker.bootstrap, *auth, "-P", "-t", topic], input=b"one\n", check=True, timeout=60)
+    out = subprocess.run([kcat, "-b", broker.bootstrap, *auth, "-C", "-t", topic, "-o", "beginning", "-e", "-c", "1"],
+                         capture_output=True, check=True, timeout=60)
+    assert out.stdout.split() == [b"one"]
+
+
+@pytest.mark.kafkajs
+def test_kafkajs_logs_in_over_sasl_ssl(sasl_ssl_broker: tuple[BrokerProcess, Path]) -> None:
+    broker, ca = sasl_ssl_broker
+    result = subprocess.run([_node(), str(JS_DIR / "sasl.js"), broker.bootstrap, unique_topic("kjs-ssl"),
+                             "scram-sha-512", "carol", "carol-secret", str(ca)],
+                            capture_output=True, text=True, timeout=60, check=False)
+    output = json.loads(result.stdout or "{}")
+    assert result.returncode == 0 and "error" not in output and "refused" not in output, (output, result.stderr)
+    assert output["offsets"][0]["high"] == "3"

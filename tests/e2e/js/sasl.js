@@ -1,12 +1,14 @@
 // kafkajs over SASL for minikafka's e2e tests: create a topic, produce, read the offsets back.
-// Usage: node sasl.js <bootstrap> <topic> <mechanism> <user> <password>; one JSON object on stdout
+// Usage: node sasl.js <bootstrap> <topic> <mechanism> <user> <password> [<ca.pem> for SASL_SSL]; one JSON object on stdout
 // ({"error": ...} with the error's name when the broker refuses the login).
+const fs = require("fs");
 const { Kafka, logLevel } = require("kafkajs");
 
 async function main() {
-  const [bootstrap, topic, mechanism, username, password] = process.argv.slice(2);
+  const [bootstrap, topic, mechanism, username, password, caPath] = process.argv.slice(2);
+  const ssl = caPath ? { ca: [fs.readFileSync(caPath, "utf-8")], rejectUnauthorized: true } : undefined;
   const kafka = new Kafka({ clientId: "kafkajs-sasl", brokers: [bootstrap], logLevel: logLevel.NOTHING,
-    sasl: { mechanism, username, password }, retry: { retries: 0 } });
+    sasl: { mechanism, username, password }, ssl, retry: { retries: 0 } });
   const admin = kafka.admin();
   const result = {};
   try {
