@@ -8,10 +8,10 @@ request is split and the answers merged with the fault injector's machinery, bro
 listings (Metadata for all topics, ListGroups, ListTransactions) leave out what the principal may not
 DESCRIBE. Handlers stay unaware of ACLs; with no authorizer configured nothing here runs.
 
-Simplifications, each failing closed: DescribeGroups, DeleteGroups, DescribeTransactions, FindCoordinator
-v4+ and the config APIs refuse the whole request when any resource it names is refused (Kafka answers
-per resource); OffsetFetch v8+ checks its groups but not its topics; Metadata's auto-creation needs
-DESCRIBE on the topic but not CREATE.
+DescribeGroups, DeleteGroups, DescribeTransactions and the config APIs answer each refused resource
+with its own error and serve the rest. Simplifications, each failing closed: a batched FindCoordinator
+(v4+) or OffsetFetch (v8+) naming several groups is refused whole when one is refused, and OffsetFetch
+v8+ does not filter its topics; Metadata's auto-creation needs DESCRIBE on the topic but not CREATE.
 """
 
 from __future__ import annotations
@@ -206,22 +206,49 @@ async def _describe_topic_partitions(ctx: Any, authorizer: Authorizer, request: 
     return dataclasses.replace(response, topics=tuple(topics))
 
 
-def _configs(operation: Operation) -> Check:
-    """Describe/Alter/IncrementalAlterConfigs: TOPIC, BROKER (the cluster) and GROUP resources."""
-    kinds = {2: (ResourceType.TOPIC, _TOPIC_DENIED), 4: (ResourceType.CLUSTER, _CLUSTER_DENIED),
-             8: (ResourceType.CLUSTER, _CLUSTER_DENIED), 32: (ResourceType.GROUP, _GROUP_DENIED)}
-
+def _per_entry(request_field: str, response_field: str, operation: Operation,
+               resource_of: Callable[[Any], tuple[ResourceType, str, ErrorCode] | None]) -> Check:
+    """Requests naming several resources (DescribeGroups' groups, the config APIs' resources): each refused
+    one is answered with its own error, the others handled, in one response."""
     async def check(ctx: Any, authorizer: Authorizer, request: Any, handle: Handle) -> Any:
-        for resource in request.resources:
-            kind = kinds.get(resource.resource_type)
-            if kind is None:
-                continue
-            resource_type, code = kind
-            name = CLUSTER_NAME if resource_type == ResourceType.CLUSTER else resource.resource_name
-            if not authorizer.authorize(ctx.session, operation, resource_type, name):
-                return _denied(request, code)
-        return await handle(ctx, request)
+        entries = getattr(request, request_field)
+        refused: dict[ErrorCode, list[Any]] = {}
+        allowed = []
+        for entry in entries:
+            resource = resource_of(entry)
+            if resource is None or authorizer.authorize(ctx.session, operation, resource[0], resource[1]):
+                allowed.append(entry)
+            else:
+                refused.setdefault(resource[2], []).append(entry)
+        if not refused:
+            return await handle(ctx, request)
+        answered: tuple[Any, ...] = ()
+        response: Any = None
+        if allowed:
+            response = await handle(ctx, dataclasses.replace(request, **{request_field: tuple(allowed)}))
+            answered = getattr(response, response_field)
+        for code, denied in refused.items():
+            injected = _denied(dataclasses.replace(request, **{request_field: tuple(denied)}), code)
+            response = response if response is not None else injected
+            answered += getattr(injected, response_field)
+        return dataclasses.replace(response, **{response_field: answered})
     return check
+
+
+def _named_entries(resource_type: ResourceType, code: ErrorCode) -> Callable[[Any], tuple[ResourceType, str,
+                                                                                           ErrorCode]]:
+    return lambda name: (resource_type, name, code)
+
+
+def _config_resource(resource: Any) -> tuple[ResourceType, str, ErrorCode] | None:
+    """Config resource types: 2 TOPIC, 4 BROKER and 8 BROKER_LOGGER (the cluster), 32 GROUP."""
+    if resource.resource_type == 2:
+        return ResourceType.TOPIC, resource.resource_name, _TOPIC_DENIED
+    if resource.resource_type in (4, 8):
+        return ResourceType.CLUSTER, CLUSTER_NAME, _CLUSTER_DENIED
+    if resource.resource_type == 32:
+        return ResourceType.GROUP, resource.resource_name, _GROUP_DENIED
+    return None
 
 
 CHECKS: dict[int, Check] = {
@@ -245,9 +272,11 @@ CHECKS: dict[int, Check] = {
     ApiKey.OFFSET_COMMIT: _all(_groups(Operation.READ), _topics(Operation.READ)),
     ApiKey.OFFSET_FETCH: _all(_groups(Operation.DESCRIBE), _topics(Operation.DESCRIBE)),
     ApiKey.OFFSET_DELETE: _all(_groups(Operation.DELETE), _topics(Operation.READ)),
-    ApiKey.DESCRIBE_GROUPS: _groups(Operation.DESCRIBE),
+    ApiKey.DESCRIBE_GROUPS: _per_entry("groups", "groups", Operation.DESCRIBE,
+                                       _named_entries(ResourceType.GROUP, _GROUP_DENIED)),
     ApiKey.CONSUMER_GROUP_DESCRIBE: _groups(Operation.DESCRIBE),
-    ApiKey.DELETE_GROUPS: _groups(Operation.DELETE),
+    ApiKey.DELETE_GROUPS: _per_entry("groups_names", "results", Operation.DELETE,
+                                     _named_entries(ResourceType.GROUP, _GROUP_DENIED)),
     ApiKey.LIST_GROUPS: _listing("groups", "group_id", ResourceType.GROUP, cluster_sees_all=True),
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,
     ApiKey.ADD_PARTITIONS_TO_TXN: _all(_transactional_id(Operation.WRITE), _add_partitions_to_txn),
@@ -255,12 +284,14 @@ CHECKS: dict[int, Check] = {
     ApiKey.END_TXN: _transactional_id(Operation.WRITE),
     ApiKey.TXN_OFFSET_COMMIT: _all(_transactional_id(Operation.WRITE), _groups(Operation.READ),
                                    _topics(Operation.READ)),
-    ApiKey.DESCRIBE_TRANSACTIONS: _transactional_id(Operation.DESCRIBE),
+    ApiKey.DESCRIBE_TRANSACTIONS: _per_entry("transactional_ids", "transaction_states", Operation.DESCRIBE,
+                                             _named_entries(ResourceType.TRANSACTIONAL_ID, _TXN_DENIED)),
     ApiKey.LIST_TRANSACTIONS: _listing("transaction_states", "transactional_id", ResourceType.TRANSACTIONAL_ID),
     ApiKey.WRITE_TXN_MARKERS: _cluster(Operation.CLUSTER_ACTION),
-    ApiKey.DESCRIBE_CONFIGS: _configs(Operation.DESCRIBE_CONFIGS),
-    ApiKey.ALTER_CONFIGS: _configs(Operation.ALTER_CONFIGS),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: _configs(Operation.ALTER_CONFIGS),
+    ApiKey.DESCRIBE_CONFIGS: _per_entry("resources", "results", Operation.DESCRIBE_CONFIGS, _config_resource),
+    ApiKey.ALTER_CONFIGS: _per_entry("resources", "responses", Operation.ALTER_CONFIGS, _config_resource),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _per_entry("resources", "responses", Operation.ALTER_CONFIGS,
+                                                 _config_resource),
     ApiKey.CREATE_ACLS: _cluster(Operation.ALTER),
     ApiKey.DELETE_ACLS: _cluster(Operation.ALTER),
     ApiKey.DESCRIBE_ACLS: _cluster(Operation.DESCRIBE),

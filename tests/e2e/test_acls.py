@@ -229,3 +229,24 @@ def test_aiokafka_producer_and_consumer_are_refused_then_allowed(secured: Broker
             _allow("bob", ResourceType.TOPIC, topic, AclOperation.READ))
     asyncio.run(produce())
     assert asyncio.run(consume()) == b"aiokafka"
+
+
+def test_each_refused_group_and_config_resource_gets_its_own_error(secured: BrokerProcess) -> None:
+    from confluent_kafka.admin import ConfigResource
+
+    admin = AdminClient(_config(secured, "admin"))
+    mine, theirs = unique_topic("mine"), unique_topic("theirs")
+    for name in (mine, theirs):
+        admin.create_topics([NewTopic(name, 1, 1)])[name].result(DEADLINE_S)
+    _create(admin, _allow("alice", ResourceType.TOPIC, mine, AclOperation.DESCRIBE_CONFIGS),
+            _allow("alice", ResourceType.GROUP, "g-mine", AclOperation.DESCRIBE))
+    alice = AdminClient(_config(secured, "alice"))
+    futures = alice.describe_configs([ConfigResource("TOPIC", mine), ConfigResource("TOPIC", theirs)])
+    by_name = {resource.name: future for resource, future in futures.items()}
+    assert "retention.ms" in by_name[mine].result(DEADLINE_S)
+    with pytest.raises(KafkaException, match=r"TOPIC_AUTHORIZATION_FAILED|[Aa]uthorization"):
+        by_name[theirs].result(DEADLINE_S)
+    groups = alice.describe_consumer_groups(["g-mine", "g-theirs"])
+    assert groups["g-mine"].result(DEADLINE_S).group_id == "g-mine"
+    with pytest.raises(KafkaException, match=r"GROUP_AUTHORIZATION_FAILED|[Aa]uthorization"):
+        groups["g-theirs"].result(DEADLINE_S)
