@@ -28,8 +28,10 @@ try:
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("minikafka.testing.certs needs the `cryptography` package: pip install cryptography") from exc
+except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
+    # Still a ModuleNotFoundError naming the package, so callers can tell a missing extra from a bug.
+    raise ModuleNotFoundError("minikafka.testing.certs needs the `cryptography` package: "
+                              "pip install 'minikafka[tls]'", name="cryptography") from exc
 
 DEFAULT_KEY_PASSWORD = "minikafka-test"
 DEFAULT_HOSTS = ("127.0.0.1", "::1", "localhost")

@@ -34,7 +34,8 @@ STOP_DEADLINE_S = 20.0
 CLIENT_TIMEOUT_S = 30.0
 # Modules of the `spark` extra's packages: minikafka.pipeline needs them, the base install does not. pytest:
 # minikafka.testing.plugin is loaded by pytest itself (its pytest11 entry point), so pytest is there then.
-OPTIONAL_IMPORTS = {"pyspark", "pyarrow", "py4j", "pytest"}
+# The spark, test and tls extras.
+OPTIONAL_IMPORTS = {"pyspark", "pyarrow", "py4j", "pytest", "cryptography"}
 
 PLAIN_TOPIC = "install-plain"
 PLAIN_PARTITIONS = 3
