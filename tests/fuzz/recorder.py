@@ -24,6 +24,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import structlog
 from minikafka.protocol.api_keys import ApiKey, api_name
@@ -191,6 +192,7 @@ def _confluent(bootstrap: str, prefix: str, steps: Steps) -> None:
     steps.run("delete_records", lambda: wait(admin.delete_records([TopicPartition(topic, 0, 1)])))
     steps.run("delete_consumer_groups", lambda: wait(admin.delete_consumer_groups([f"{group}-u"])))
     steps.run("delete_topics", lambda: wait(admin.delete_topics([other], operation_timeout=10)))
+    _confluent_security(bootstrap, prefix, steps, admin, wait)
 
 
 # --- kafka-python ------------------------------------------------------------------------------------------------
@@ -427,17 +429,57 @@ def record(clients: tuple[str, ...], workdir: Path) -> tuple[list[corpus.CorpusF
     return frames, failures
 
 
+def _confluent_security(bootstrap: str, prefix: str, steps: Steps, admin: Any, wait: Callable[[Any], None]) -> None:
+    """The ACL and SCRAM admin calls (SECURITY_DISABLED and friends on this broker: the requests are what
+    counts), and a SASL login attempt, whose SaslHandshake the plaintext listener refuses."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+    from confluent_kafka.admin import ResourceType as AclResourceType
+
+    binding = AclBinding(AclResourceType.TOPIC, f"{prefix}-a", ResourcePatternType.PREFIXED, "User:alice", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+    every = AclBindingFilter(AclResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                             AclPermissionType.ANY)
+    steps.run("create_acls", lambda: wait(admin.create_acls([binding])))
+    steps.run("describe_acls", lambda: admin.describe_acls(every).result(timeout=15))
+    steps.run("delete_acls", lambda: wait(admin.delete_acls([every])))
+    upsert = UserScramCredentialUpsertion(f"{prefix}-u", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                          b"secret", b"salt")
+    steps.run("alter_user_scram_credentials", lambda: wait(admin.alter_user_scram_credentials(
+        [upsert, UserScramCredentialDeletion(f"{prefix}-v", ScramMechanism.SCRAM_SHA_512)])))
+    steps.run("describe_user_scram_credentials", lambda: admin.describe_user_scram_credentials().result(timeout=15))
+    sasl = AdminClient({"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                        "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "secret"})
+    steps.run("sasl_handshake", lambda: sasl.list_topics(timeout=3))
+
+
 def wire_frames(prefix: str) -> list[corpus.CorpusFrame]:
-    """Requests for the served APIs that none of the clients above sends (DescribeTopicPartitions:
-    librdkafka describes topics with Metadata), encoded by minikafka's codec as the wire tests send them."""
+    """Requests for the served APIs that none of the clients above sends here (DescribeTopicPartitions:
+    librdkafka describes topics with Metadata; SaslAuthenticate: see below), encoded by minikafka's codec as
+    the wire tests send them."""
     from kio.schema.describe_topic_partitions.v0.request import (
         Cursor,
         DescribeTopicPartitionsRequest,
         TopicRequest,
     )
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
     from minikafka.protocol.codec import encode_request
 
-    requests = [
+    requests: list[Any] = [
+        # Clients send SaslAuthenticate only after a SaslHandshake a SASL listener accepts; the recording
+        # broker listens in plaintext, so these stand in: PLAIN, and SCRAM's first message.
+        SaslAuthenticateRequest(auth_bytes=b"\x00alice\x00secret"),
+        SaslAuthenticateRequest(auth_bytes=b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL"),
         DescribeTopicPartitionsRequest(topics=(TopicRequest(name=f"{prefix}-a"), TopicRequest(name=f"{prefix}-b")),
                                        response_partition_limit=2000),
         DescribeTopicPartitionsRequest(topics=(TopicRequest(name=f"{prefix}-a"),), response_partition_limit=1,

@@ -65,8 +65,11 @@ def test_the_2_8_registry_leaves_out_3_0_apis() -> None:
 
 
 def _services(groups_loaded: bool, transactions_loaded: bool) -> SimpleNamespace:
-    return SimpleNamespace(groups=SimpleNamespace(loaded=groups_loaded),
-                           transactions=SimpleNamespace(loaded=transactions_loaded))
+    """One node, which coordinates everything (the NOT_COORDINATOR check before the load check passes)."""
+    return SimpleNamespace(groups=SimpleNamespace(loaded=groups_loaded, partition_for=lambda _group: 0),
+                           transactions=SimpleNamespace(loaded=transactions_loaded),
+                           config=SimpleNamespace(transaction_state_log_num_partitions=50),
+                           cluster=SimpleNamespace(leader_of=lambda _topic, _partition: 1))
 
 
 def _answer(api_key: int, services: SimpleNamespace, request: object) -> object:
@@ -79,7 +82,7 @@ def _answer(api_key: int, services: SimpleNamespace, request: object) -> object:
     stand_in.API_KEY, stand_in.VERSIONS, stand_in.handle = api_key, VersionRange(0, 0), handle  # type: ignore[attr-defined]
     route = Registry([stand_in]).route(api_key)
     assert route is not None
-    return asyncio.run(route.handle(SimpleNamespace(services=services), request))
+    return asyncio.run(route.handle(SimpleNamespace(services=services, node=SimpleNamespace(node_id=1)), request))
 
 
 def test_coordinator_apis_answer_load_in_progress_until_loaded() -> None:
