@@ -12,6 +12,8 @@ PORT ?= 9092
 DATA_DIR ?= ./data
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
+# `make bench CURVES_ARGS=--quick` (fewer, smaller points) or `CURVES_ARGS="--curves partitions,txns"`.
+CURVES_ARGS ?=
 # `make pipeline PIPELINE_ARGS="--events 200000 --mode driver"`; --bootstrap H:P uses a running broker.
 PIPELINE_ARGS ?=
 MYPY_PACKAGES := protocol storage coordinator broker pipeline testing
@@ -58,6 +60,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench.py $(BENCH_ARGS)
+	$(BIN)/python bench/curves.py $(CURVES_ARGS)
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/trace_cost.py
 	$(BIN)/python bench/metrics_cost.py

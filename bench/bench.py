@@ -14,8 +14,10 @@ taking a Run and returning {row key: value}, and append a Workload for it.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -44,6 +46,10 @@ LATENCY_MESSAGES = 2000
 TRANSACTIONS = 500
 MESSAGES_PER_TRANSACTION = 10
 STARTS = 5
+CONNECTIONS = 200
+CONNECTION_ROUNDS = 5
+EXIT_DEADLINE_S = 30.0
+KIB_VALUE = b"k" * 1024
 
 
 # --------------------------------------------------------------------------------------------- brokers
@@ -79,6 +85,27 @@ def api_versions_answered(port: int, timeout: float = 1.0) -> bool:
         return False
 
 
+def sigterm_to_exit(broker: Broker) -> float:
+    """Seconds from SIGTERM to the process having exited. Watched through a pidfd: Popen.wait(timeout)
+    polls with sleeps doubling up to 50 ms, which would round an exit at 33 ms up to 63.5 ms."""
+    assert broker.process is not None
+    process, broker.process = broker.process, None
+    pidfd = os.pidfd_open(process.pid)
+    try:
+        started = time.perf_counter()
+        process.send_signal(signal.SIGTERM)
+        readable, _, _ = select.select([pidfd], [], [], EXIT_DEADLINE_S)
+        elapsed = time.perf_counter() - started
+    finally:
+        os.close(pidfd)
+    if not readable:
+        process.kill()
+        process.wait(EXIT_DEADLINE_S)
+        raise TimeoutError(f"{broker.name} still running {EXIT_DEADLINE_S} s after SIGTERM")
+    process.wait(EXIT_DEADLINE_S)  # reaps it at once: it has exited
+    return elapsed
+
+
 def _recv_exactly(sock: socket.socket, size: int) -> bytes:
     chunks = bytearray()
     while len(chunks) < size:
@@ -107,13 +134,14 @@ class Broker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> float:
-        """(Re)start with fresh data; return seconds from spawn to the first ApiVersions answer."""
+    def start(self, keep_data: bool = False) -> float:
+        """(Re)start, on fresh data unless `keep_data`; return seconds from spawn to the first ApiVersions answer."""
         self.stop()
-        self.starts += 1
+        if not keep_data or self.starts == 0:
+            self.starts += 1
         port = 0 if self.ready_line else free_port()
         data = self.workdir / f"data-{self.starts}"
-        self.log_path = self.workdir / f"{self.name}-{self.starts}.log"
+        self.log_path = self.workdir / f"{self.name}-{self.starts}-{time.monotonic_ns()}.log"
         with open(self.log_path, "wb") as log:
             started = time.perf_counter()
             self.process = subprocess.Popen(self.command(port, data), stdout=log, stderr=subprocess.STDOUT,
@@ -236,8 +264,8 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
 
 
 def produce_all(bootstrap: str, topic: str, count: int, on_started: Callable[[], None] | None = None,
-                **config: Any) -> float:
-    """Produce 1 + `count` VALUE messages round-robin over the partitions; seconds for the last `count`."""
+                value: bytes = VALUE, **config: Any) -> float:
+    """Produce 1 + `count` `value` messages round-robin over the partitions; seconds for the last `count`."""
     failures: list[str] = []
 
     def delivered(error: Any, _message: Any) -> None:
@@ -248,7 +276,7 @@ def produce_all(bootstrap: str, topic: str, count: int, on_started: Callable[[],
                          "queue.buffering.max.messages": 1_000_000, **config})
     deadline = time.monotonic() + WORKLOAD_DEADLINE_S
     # One acknowledged message first, so connecting, metadata and (idempotent) InitProducerId are not timed.
-    producer.produce(topic, VALUE, partition=0, on_delivery=delivered)
+    producer.produce(topic, value, partition=0, on_delivery=delivered)
     if producer.flush(30) or failures:
         raise RuntimeError(f"warm-up message not acknowledged: {failures}")
     if on_started is not None:
@@ -257,7 +285,7 @@ def produce_all(bootstrap: str, topic: str, count: int, on_started: Callable[[],
     for number in range(count):
         while True:
             try:
-                producer.produce(topic, VALUE, partition=number % PRODUCE_PARTITIONS, on_delivery=delivered)
+                producer.produce(topic, value, partition=number % PRODUCE_PARTITIONS, on_delivery=delivered)
                 break
             except BufferError:
                 if time.monotonic() > deadline:
@@ -338,6 +366,17 @@ def measure_idempotent_produce(run: Run) -> dict[str, float]:
                           on_started=lambda: cpu_before.append(run.broker.cpu_seconds()))
     cpu = run.broker.cpu_seconds() - cpu_before[0]
     return {"idempotent_msgs_s": run.messages / elapsed, "idempotent_cpu_us_msg": cpu / run.messages * 1e6}
+
+
+def measure_kib_produce(run: Run) -> dict[str, float]:
+    topic = unique_topic(run, "bench-kib")
+    create_topic(run.broker.bootstrap, topic, PRODUCE_PARTITIONS)
+    cpu_before: list[float] = []
+    count = max(1, run.messages // 2)
+    elapsed = produce_all(run.broker.bootstrap, topic, count, value=KIB_VALUE,
+                          on_started=lambda: cpu_before.append(run.broker.cpu_seconds()))
+    cpu = run.broker.cpu_seconds() - cpu_before[0]
+    return {"kib_msgs_s": count / elapsed, "kib_cpu_us_msg": cpu / count * 1e6}
 
 
 def measure_transactions(run: Run) -> dict[str, float]:
@@ -426,6 +465,36 @@ def measure_latency(run: Run) -> dict[str, float]:
     return {"latency_p50_ms": statistics.median(samples), "latency_p99_ms": percentiles[98]}
 
 
+async def _connect_and_ask_api_versions(port: int) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        client_id = b"bench"
+        body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
+        writer.write(struct.pack(">i", len(body)) + body)
+        (size,) = struct.unpack(">i", await reader.readexactly(4))
+        await reader.readexactly(size)
+    finally:
+        writer.close()
+
+
+async def _many_connections(port: int, count: int) -> float:
+    started = time.perf_counter()
+    await asyncio.wait_for(asyncio.gather(*(_connect_and_ask_api_versions(port) for _ in range(count))),
+                           WORKLOAD_DEADLINE_S)
+    return time.perf_counter() - started
+
+
+def measure_connections(run: Run) -> dict[str, float]:
+    """CONNECTIONS connections opened at once, each answered one ApiVersions v0; ms until the last answer."""
+    rounds = [asyncio.run(_many_connections(run.broker.port, CONNECTIONS)) for _ in range(CONNECTION_ROUNDS)]
+    return {"connections_ms": statistics.median(rounds) * 1000}
+
+
+def measure_shutdown(run: Run) -> dict[str, float]:
+    """SIGTERM to exit after the workloads above, their clients closed (a fixture stopping its broker)."""
+    return {"shutdown_ms": sigterm_to_exit(run.broker) * 1000}
+
+
 WORKLOADS: list[Workload] = [
     Workload("produce", measure_produce, (
         Row("produce_msgs_s", "produce throughput (msgs/s)", True),
@@ -440,6 +509,10 @@ WORKLOADS: list[Workload] = [
         Row("idempotent_msgs_s", "idempotent produce (msgs/s)", True),
         Row("idempotent_cpu_us_msg", "broker CPU per idempotent msg (us)", False),
     ), repeated=True),
+    Workload("1 KiB produce", measure_kib_produce, (
+        Row("kib_msgs_s", "produce 1 KiB messages (msgs/s)", True),
+        Row("kib_cpu_us_msg", "broker CPU per produced 1 KiB msg (us)", False),
+    ), repeated=True),
     Workload("transactions", measure_transactions, (
         Row("txn_s", f"transactions/s ({MESSAGES_PER_TRANSACTION} msgs each, {TRANSACTIONS} in a row)", True),
         Row("txn_cpu_us", "broker CPU per transaction (us)", False),
@@ -447,6 +520,12 @@ WORKLOADS: list[Workload] = [
     Workload("latency", measure_latency, (
         Row("latency_p50_ms", f"produce->consume latency p50 (ms, {LATENCY_MESSAGES} msgs)", False),
         Row("latency_p99_ms", "produce->consume latency p99 (ms)", False),
+    )),
+    Workload("connections", measure_connections, (
+        Row("connections_ms", f"{CONNECTIONS} connections + ApiVersions each (ms)", False),
+    )),
+    Workload("shutdown", measure_shutdown, (
+        Row("shutdown_ms", "SIGTERM to exit after the workloads (ms)", False),
     )),
     Workload("startup", measure_startup, (
         Row("startup_ms", f"startup to first ApiVersions (ms, median of {STARTS})", False),

@@ -22,9 +22,6 @@ asserted.
 from __future__ import annotations
 
 import argparse
-import os
-import select
-import signal
 import statistics
 import sys
 import time
@@ -40,6 +37,7 @@ from bench import (  # bench/ is the script's folder, so it is on sys.path
     Broker,
     create_topic,
     minikafka_broker,
+    sigterm_to_exit,
     tansu_binary,
     tansu_broker,
 )
@@ -47,7 +45,6 @@ from bench import (  # bench/ is the script's folder, so it is on sys.path
 _WORKLOAD_DEADLINE_S = 60.0
 _TRANSACTIONS = 2
 _MESSAGES_PER_TRANSACTION = 10
-_EXIT_DEADLINE_S = 30.0
 # The consumer joins at once instead of after Kafka's 3 s initial rebalance delay: it is not what is measured.
 _BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
 # librdkafka's complaints about the broker going away (the connected case) are expected.
@@ -142,27 +139,6 @@ def _workload(bootstrap: str, messages: int, clients: _Clients) -> None:
     _consume(bootstrap, topic, messages + _TRANSACTIONS * _MESSAGES_PER_TRANSACTION, clients)
 
 
-def _sigterm_to_exit(broker: Broker) -> float:
-    """Seconds from SIGTERM to the process having exited. Watched through a pidfd: Popen.wait(timeout)
-    polls with sleeps doubling up to 50 ms, which would round an exit at 33 ms up to 63.5 ms."""
-    assert broker.process is not None
-    process, broker.process = broker.process, None
-    pidfd = os.pidfd_open(process.pid)
-    try:
-        started = time.perf_counter()
-        process.send_signal(signal.SIGTERM)
-        readable, _, _ = select.select([pidfd], [], [], _EXIT_DEADLINE_S)
-        elapsed = time.perf_counter() - started
-    finally:
-        os.close(pidfd)
-    if not readable:
-        process.kill()
-        process.wait(_EXIT_DEADLINE_S)
-        raise TimeoutError(f"{broker.name} still running {_EXIT_DEADLINE_S} s after SIGTERM")
-    process.wait(_EXIT_DEADLINE_S)  # reaps it at once: it has exited
-    return elapsed
-
-
 def _clean_marker_left(broker: Broker) -> bool:
     return (broker.workdir / f"data-{broker.starts}" / ".kafka_cleanshutdown").exists()
 
@@ -174,7 +150,7 @@ def _round(broker: Broker, messages: int, connected: bool) -> float:
         _workload(broker.bootstrap, messages, clients)
         if not connected:
             clients.close()
-        elapsed = _sigterm_to_exit(broker)
+        elapsed = sigterm_to_exit(broker)
     finally:
         clients.forget()  # the broker is gone: closing now would only wait for its timeouts
     if broker.name != "tansu" and not _clean_marker_left(broker):

@@ -18,8 +18,9 @@ import asyncio
 from typing import TYPE_CHECKING
 
 import structlog
+from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import InvalidRequest
-from minikafka.protocol.framing import BadFrameSize, encode_frame, read_frame
+from minikafka.protocol.framing import BadFrameSize, buffered_api_key, encode_frame, read_frame
 
 from .context import RequestContext
 from .dispatch import CloseConnection, dispatch
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
     from .services import BrokerServices
 
 _log = structlog.get_logger("minikafka.connection")
+# A producer pipelines its Produce requests: while the next one is already buffered, the answer to this one
+# waits for it, so the pipeline is answered in one send() (on loopback each send also runs the client's
+# receive path). Bounded so a long pipeline is still answered as it goes.
+_MAX_HELD_RESPONSES = 8
 
 
 class Connection:
@@ -87,6 +92,7 @@ class Connection:
         observers = services.observers
         max_bytes = services.config.socket_request_max_bytes
         reader, writer = self.reader, self.writer
+        held: list[bytes] = []
         try:
             while not self.closing:
                 frame = await read_frame(reader, max_bytes)
@@ -104,16 +110,22 @@ class Connection:
                     if response is not None:
                         if observers.taps:
                             observers.tap("frame", self.connection_id, False, response)
-                        writer.write(response)
-                        # Returns at once below the transport's high-water mark; otherwise waits until the
-                        # client has read enough, so at most one large response per connection is buffered.
-                        await writer.drain()
+                        held.append(response)
+                        if buffered_api_key(reader) != ApiKey.PRODUCE or len(held) >= _MAX_HELD_RESPONSES:
+                            writer.writelines(held)
+                            held.clear()
+                            # Returns at once below the transport's high-water mark; otherwise waits until the
+                            # client has read enough, so at most one large response per connection is buffered.
+                            await writer.drain()
                 context = self._request_context
                 if context is not None and context.close_after_response:
                     _log.info("closing connection after the response", api=context.api_key,
                               connection_id=self.connection_id, peer=self.peer)
                     return
                 if context is not None and context.mute_ms:
+                    if held:
+                        writer.writelines(held)
+                        held.clear()
                     # Real time: the client times its back-off in real time, manual clock or not.
                     await asyncio.sleep(context.mute_ms / 1000)
                 self.last_active = services.clock.monotonic()
@@ -130,3 +142,6 @@ class Connection:
             pass  # the client went away, possibly mid-request: nothing is owed to it
         except Exception:
             _log.exception("request failed; closing connection", connection_id=self.connection_id, peer=self.peer)
+        finally:
+            if held and not writer.is_closing():
+                writer.writelines(held)  # answered before the close, as the requests were read

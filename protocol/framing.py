@@ -30,5 +30,18 @@ async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> bytes | No
     return await reader.readexactly(size)
 
 
+def buffered_api_key(reader: asyncio.StreamReader) -> int | None:
+    """The API key of a whole request frame already in `reader`'s buffer, or None.
+
+    Reads the StreamReader's buffer (a private attribute, stable since Python 3.4) without consuming it."""
+    buffer: bytearray = reader._buffer  # type: ignore[attr-defined]
+    if len(buffer) < 6:
+        return None
+    (size,) = _SIZE.unpack_from(buffer, 0)
+    if size < 2 or len(buffer) < 4 + size:
+        return None
+    return int.from_bytes(buffer[4:6], "big", signed=True)
+
+
 def encode_frame(body: bytes) -> bytes:
     return _SIZE.pack(len(body)) + body

@@ -14,13 +14,15 @@ from pathlib import Path
 TopicPartition = tuple[str, int]
 
 
-def write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes, durable: bool = True) -> None:
+    """Write through a temporary file and a rename; `durable` fsyncs it before the rename."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except OSError:
         # On a full disk a torn temporary file would only hold on to space the next write needs.

@@ -12,6 +12,7 @@ Entries are kept in memory too: lookups are a bisect, never a file read.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import struct
 from dataclasses import dataclass
@@ -66,10 +67,12 @@ class _AppendOnlyIndex:
         return [self.entry.unpack_from(data, pos) for pos in range(0, len(data), self.entry.size)]
 
     def reset(self) -> None:
+        """Drop every entry. A missing file stays missing: the first append creates it, and a segment
+        too small for any entry needs none (creating thousands of empty files slowed recovery)."""
         self.close()
         self._unflushed = True
-        with open(self.path, "wb"):
-            pass
+        with contextlib.suppress(FileNotFoundError):
+            os.truncate(self.path, 0)
 
     @property
     def unflushed(self) -> bool:
@@ -100,11 +103,12 @@ class OffsetIndex(_AppendOnlyIndex):
         self.offsets: list[int] = []  # absolute offsets
         self.positions: list[int] = []
 
-    def load(self, segment_size: int) -> bool:
-        """Load entries; False if the file is missing or fails Kafka's sanity checks."""
+    def load(self, segment_size: int, missing_is_empty: bool = False) -> bool:
+        """Load entries; False if the file fails Kafka's sanity checks, or is missing where it must
+        exist (`missing_is_empty`: the segment is too small to have had an entry)."""
         entries = self._read_entries()
         if entries is None:
-            return False
+            return missing_is_empty and not self.path.exists()
         last_rel, last_pos = -1, -1
         for rel, pos in entries:
             if rel <= last_rel or pos < last_pos or pos >= max(segment_size, 1) or rel < 0:
@@ -152,10 +156,10 @@ class TimeIndex(_AppendOnlyIndex):
         self.timestamps: list[int] = []
         self.offsets: list[int] = []
 
-    def load(self) -> bool:
+    def load(self, missing_is_empty: bool = False) -> bool:
         entries = self._read_entries()
         if entries is None:
-            return False
+            return missing_is_empty and not self.path.exists()
         last_ts, last_rel = -(2**63), -1
         for ts, rel in entries:
             if ts < last_ts or rel < last_rel or rel < 0:

@@ -16,6 +16,7 @@ in Kafka, so after a restart the de-duplication window is one batch until new ap
 
 from __future__ import annotations
 
+import os
 import struct
 from collections import deque
 from collections.abc import Mapping
@@ -287,8 +288,10 @@ class ProducerStateManager:
     def snapshot_path(self, offset: int) -> Path:
         return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
-    def take_snapshot(self, offset: int) -> Path:
-        """Write `<offset>.snapshot` (tmp, fsync, rename) with the last batch of each producer."""
+    def take_snapshot(self, offset: int, durable: bool = True) -> Path:
+        """Write `<offset>.snapshot` (tmp, fsync unless not `durable`, rename) with the last batch of each
+        producer. A snapshot lost or torn by a crash is found by its CRC and deleted at load, and the
+        state is replayed from an older one or the log: only its time is lost."""
         body = bytearray(struct.pack(">i", len(self.entries)))
         for entry in self.entries.values():
             last = entry.batches[-1] if entry.batches else None
@@ -299,14 +302,13 @@ class ProducerStateManager:
         crc = crc32c(bytes(body))
         data = struct.pack(">hI", SNAPSHOT_VERSION, crc) + body
         path = self.snapshot_path(offset)
-        write_atomically(path, data)
+        write_atomically(path, data, durable)
         return path
 
     def snapshot_offsets(self) -> list[int]:
         offsets = []
-        for path in self.directory.glob(f"*{SNAPSHOT_SUFFIX}"):
-            stem = path.name[: -len(SNAPSHOT_SUFFIX)]
-            if stem.isdigit():
+        for name in os.listdir(self.directory):
+            if name.endswith(SNAPSHOT_SUFFIX) and (stem := name[: -len(SNAPSHOT_SUFFIX)]).isdigit():
                 offsets.append(int(stem))
         return sorted(offsets)
 

@@ -84,7 +84,11 @@ class LogSegment:
         if self.size == 0:
             self._load_empty()
             return 0
-        if recover or not self.offset_index.load(self.size) or not self.time_index.load():
+        # Below one index interval no batch was indexed, so absent index files are not damage: they
+        # were never needed (a recovered small segment does not create them either).
+        unindexed = self.size <= self.index_interval_bytes
+        if (recover or not self.offset_index.load(self.size, missing_is_empty=unindexed)
+                or not self.time_index.load(missing_is_empty=unindexed)):
             return self.recover()
         if not self.txn_index.load():
             self.needs_txn_rebuild = True

@@ -125,6 +125,45 @@ def test_pipelined_requests_are_answered_in_order(broker: BrokerProcess) -> None
     wire.close()
 
 
+def test_pipelined_produce_answers_all_arrive_in_order_before_a_close(broker: BrokerProcess) -> None:
+    """Answers to pipelined Produce requests may share one send; none may be lost or reordered, even when
+    an acks=0 request sits in the pipeline, or the request after the last one is garbage and closes the
+    connection (a Produce header with a garbage body)."""
+    from datetime import timedelta
+
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+    from minikafka.protocol.records import Record, build_batch
+
+    topic = unique_topic("pipe-produce")
+    create_topic(broker.bootstrap, topic, 1)
+    wire = Wire(broker)
+
+    def produce(acks: int) -> ProduceRequest:
+        return ProduceRequest(transactional_id=None, acks=acks, timeout=timedelta(seconds=5), topic_data=(
+            TopicProduceData(name=topic, partition_data=(PartitionProduceData(
+                index=0, records=build_batch([Record(None, b"v", (), 1)])),)),))
+
+    acks_by_correlation = {corr: 0 if corr == 110 else -1 for corr in range(100, 125)}
+    metadata = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=topic),),
+                               allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    header = encode_request(400, produce(-1))
+    garbage_body = header[4:4 + 2 + 2 + 4 + 2 + len("minikafka") + 1] + b"\xff" * 32
+    wire.send(b"".join(encode_request(corr, produce(acks)) for corr, acks in acks_by_correlation.items())
+              + encode_request(200, metadata)
+              + b"".join(encode_request(corr, produce(-1)) for corr in range(300, 310))
+              + struct.pack(">i", len(garbage_body)) + garbage_body)
+    answered = [corr for corr, acks in acks_by_correlation.items() if acks] + [200, *range(300, 310)]
+    frames = [wire.receive() for _ in answered]
+    correlations = [struct.unpack_from(">i", frame)[0] for frame in frames]
+    assert correlations == answered
+    offsets = [decode_response(frame, 0, 9)[1].responses[0].partition_responses[0].base_offset
+               for frame, corr in zip(frames, correlations, strict=True) if corr != 200]
+    # acks=0 at 110 still appended (offset 10), unanswered: the answered offsets skip it.
+    assert offsets == [*range(0, 10), *range(11, 25), *range(25, 35)]
+    assert wire.is_closed()
+    wire.close()
+
+
 def test_acks_0_produce_gets_no_response(broker: BrokerProcess) -> None:
     from datetime import timedelta
 

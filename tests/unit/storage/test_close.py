@@ -131,3 +131,29 @@ def test_failed_fsync_at_close_leaves_no_clean_shutdown_marker(tmp_path: Path, f
         reopened = again.partition("t", partition)
         assert reopened is not None and reopened.log_end_offset == 2
     again.close()
+
+
+def test_many_partitions_with_data_close_cleanly_near_the_descriptor_limit(tmp_path: Path) -> None:
+    """Each partition with data holds its log's descriptor; sealing at close opens its time index too.
+    Opening all those before closing any ran out of descriptors at 10,000 partitions (ulimit 20,000),
+    so the clean-shutdown marker was never written and the next start recovered every log."""
+    resource = pytest.importorskip("resource")
+    partitions = 300
+    manager = LogManager(tmp_path, LogConfig(), ManualClock(NOW))
+    manager.load()
+    manager.create_topic("many", partitions)
+    for partition in range(partitions):
+        log = manager.partition("many", partition)
+        assert log is not None
+        log.append(batch(1), NOW)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir("/proc/self/fd"))
+    # Room for every open descriptor plus a few per close thread, not for a second one per partition.
+    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + partitions // 2, hard))
+    try:
+        manager.close(clean=True)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    for partition in (0, partitions - 1):
+        assert (tmp_path / f"many-{partition}" / f"{1:020d}.snapshot").exists()

@@ -388,3 +388,39 @@ def test_producer_expiry(tmp_path: Path) -> None:
     assert log.remove_expired_producers(NOW + 1000, 86_400_000) == []
     assert log.remove_expired_producers(NOW + 86_400_000, 86_400_000) == [11]
     log.append(idempotent_batch(11, 0, 42, [b"b"]), NOW)  # KIP-360: no state, any sequence
+
+
+def test_a_small_segment_without_index_files_reopens_without_recovery(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below one index interval no offset index entry is ever written, so no `.index` file exists; a
+    clean restart must take that as an empty index, not as damage (it re-read every such partition)."""
+    from minikafka.storage.segment import LogSegment
+
+    log = open_log(tmp_path / "t-0")
+    log.append(batch([b"small"] * 3), NOW)
+    log.close(clean=True)
+    assert not (tmp_path / "t-0" / f"{0:020d}.index").exists()
+
+    def no_recovery(_segment: LogSegment) -> int:
+        raise AssertionError("a clean reopen recovered the segment")
+
+    monkeypatch.setattr(LogSegment, "recover", no_recovery)
+    reopened = open_log(tmp_path / "t-0")
+    assert reopened.log_end_offset == 3
+    assert read_values(reopened) == [(0, b"small"), (1, b"small"), (2, b"small")]
+    reopened.close(clean=True)
+
+
+def test_a_big_segment_missing_its_offset_index_is_recovered(tmp_path: Path) -> None:
+    config = LogConfig(index_interval_bytes=256)
+    log = open_log(tmp_path / "t-0", config)
+    for _ in range(20):
+        log.append(batch([b"v" * 100]), NOW)
+    log.close(clean=True)
+    index = tmp_path / "t-0" / f"{0:020d}.index"
+    assert index.stat().st_size > 0
+    index.unlink()
+    reopened = open_log(tmp_path / "t-0", config)
+    assert reopened.log_end_offset == 20
+    assert index.exists() and index.stat().st_size > 0, "recovery rebuilt the offset index"
+    reopened.close(clean=True)
