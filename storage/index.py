@@ -12,9 +12,9 @@ Entries are kept in memory too: lookups are a bisect, never a file read.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import os
 import struct
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +24,28 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
 
+# Index descriptors kept open between appends, across the process (the descriptor limit is the
+# process's). Past this many, an index closes its own descriptor after each write, so a broker with
+# thousands of active partitions holds about one descriptor per segment, its log's, as Kafka does
+# (it maps its indexes and closes their files). Three per partition ran out of descriptors at 10,000.
+MAX_HELD_INDEX_DESCRIPTORS = 1024
+
+
+class _HeldDescriptors:
+    """How many index descriptors are open; written from the event loop and the close threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def add(self, delta: int) -> None:
+        with self._lock:
+            self.count += delta
+
+
+_held = _HeldDescriptors()
+
+
 class _AppendOnlyIndex:
     entry: struct.Struct
 
@@ -31,14 +53,19 @@ class _AppendOnlyIndex:
         self.path = path
         self._writer = writer
         self._fd = -1
-        # Written since the last fsync: a flush of an untouched index (most of them, at a shutdown)
-        # costs a journal commit on ext4 and buys nothing.
+        # Written (or truncated) since the last fsync: a flush of an untouched index (most of them,
+        # at a shutdown) costs a journal commit on ext4 and buys nothing.
         self._unflushed = False
 
     def _open(self) -> int:
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            _held.add(1)
         return self._fd
+
+    def _release_if_over_budget(self) -> None:
+        if _held.count > MAX_HELD_INDEX_DESCRIPTORS:
+            self.close()
 
     def _write(self, data: bytes) -> None:
         """Append one entry whole or not at all: a failed write leaves the file as it was."""
@@ -50,11 +77,14 @@ class _AppendOnlyIndex:
         except OSError:
             os.ftruncate(fd, before)
             raise
+        finally:
+            self._release_if_over_budget()
 
     def _truncate_file(self, entries: int) -> None:
         if self._fd >= 0 or self.path.exists():
             self._unflushed = True
             os.ftruncate(self._open(), entries * self.entry.size)
+            self._release_if_over_budget()
 
     def _read_entries(self) -> list[tuple[int, int]] | None:
         """Entries of the file, or None if it is missing or not a whole number of entries."""
@@ -70,24 +100,40 @@ class _AppendOnlyIndex:
         """Drop every entry. A missing file stays missing: the first append creates it, and a segment
         too small for any entry needs none (creating thousands of empty files slowed recovery)."""
         self.close()
-        self._unflushed = True
-        with contextlib.suppress(FileNotFoundError):
+        try:
             os.truncate(self.path, 0)
+        except FileNotFoundError:
+            return
+        self._unflushed = True
 
     @property
     def unflushed(self) -> bool:
-        """Written since the last fsync, through a descriptor still open to fsync."""
-        return self._fd >= 0 and self._unflushed
+        return self._unflushed
 
     def flush(self) -> None:
-        if self.unflushed:
+        if not self._unflushed:
+            return
+        if self._fd >= 0:
             os.fsync(self._fd)
-            self._unflushed = False
+        else:
+            # Its descriptor was given back after the write: fsync reaches the file's dirty pages
+            # through any descriptor.
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:
+                fd = -1
+            if fd >= 0:
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        self._unflushed = False
 
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+            _held.add(-1)
 
     def delete(self) -> None:
         self.close()

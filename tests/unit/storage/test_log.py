@@ -424,3 +424,48 @@ def test_a_big_segment_missing_its_offset_index_is_recovered(tmp_path: Path) -> 
     assert reopened.log_end_offset == 20
     assert index.exists() and index.stat().st_size > 0, "recovery rebuilt the offset index"
     reopened.close(clean=True)
+
+
+def _open_index_descriptors() -> int:
+    suffixes = (".index", ".timeindex", ".txnindex")
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}").endswith(suffixes)
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+    return count
+
+
+def test_index_descriptors_beyond_the_budget_are_given_back_and_still_flushed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_HELD_INDEX_DESCRIPTORS an index closes its descriptor after each write, so many active
+    partitions hold one descriptor each (the log's); their entries still reach the file and the fsync."""
+    from minikafka.storage import index
+
+    monkeypatch.setattr(index, "MAX_HELD_INDEX_DESCRIPTORS", 4)
+    config = LogConfig(index_interval_bytes=256)
+    logs = [open_log(tmp_path / f"t-{number}", config) for number in range(10)]
+    before = _open_index_descriptors()
+    for _round in range(8):
+        for log in logs:
+            log.append(batch([b"v" * 100]), NOW)
+    assert _open_index_descriptors() - before <= 5, "at most the budget (+1 while writing) stays open"
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def noting_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", noting_fsync)
+    for log in logs:
+        log.flush()
+    for number in range(10):
+        assert str(tmp_path / f"t-{number}" / f"{0:020d}.index") in synced
+    for number, log in enumerate(logs):
+        log.close(clean=True)
+        reopened = open_log(tmp_path / f"t-{number}", config)
+        assert reopened.log_end_offset == 8
+        assert len(reopened.segments[0].offset_index.offsets) > 0
+        reopened.close(clean=True)
