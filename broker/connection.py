@@ -2,8 +2,8 @@
 
 As Kafka's SocketServer, which mutes a channel from the moment a request is received until its
 response is sent, a connection reads nothing while a request is in hand: a client pipelining requests
-finds them answered one at a time, in order, while what it sent waits in the socket (the stream
-reader buffers at most 64 KiB of it; TCP's window stops the client past that). A client that never
+finds them answered one at a time, in order, while what it sent waits in the socket (the frame
+receiver reads at most 64 KiB ahead; TCP's window stops the client past that). A client that never
 reads its responses stops being read too: the write waits for the socket to drain. Across the whole
 broker at most `queued.max.requests` requests are in hand at once (Kafka's request queue bound);
 past it, connections wait before handling the request they read.
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import structlog
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import InvalidRequest
-from minikafka.protocol.framing import BadFrameSize, buffered_api_key, encode_frame, read_frame
+from minikafka.protocol.framing import BadFrameSize, FrameReceiver, encode_frame
 
 from .context import RequestContext
 from .dispatch import CloseConnection, dispatch
@@ -41,7 +41,7 @@ class Connection:
     def __init__(
         self,
         connection_id: int,
-        reader: asyncio.StreamReader,
+        frames: FrameReceiver,
         writer: asyncio.StreamWriter,
         node: Node,
         services: BrokerServices,
@@ -49,7 +49,7 @@ class Connection:
         request_slots: asyncio.Semaphore,
     ) -> None:
         self.connection_id = connection_id
-        self.reader = reader
+        self.frames = frames
         self.writer = writer
         self.node = node
         self.services = services
@@ -90,12 +90,11 @@ class Connection:
     async def _serve_requests(self) -> None:
         services = self.services
         observers = services.observers
-        max_bytes = services.config.socket_request_max_bytes
-        reader, writer = self.reader, self.writer
+        frames, writer = self.frames, self.writer
         held: list[bytes] = []
         try:
             while not self.closing:
-                frame = await read_frame(reader, max_bytes)
+                frame = await frames.read_frame()
                 if frame is None:
                     return  # the client closed its sending side; everything it sent is answered
                 self.last_active = services.clock.monotonic()
@@ -111,7 +110,7 @@ class Connection:
                         if observers.taps:
                             observers.tap("frame", self.connection_id, False, response)
                         held.append(response)
-                        if buffered_api_key(reader) != ApiKey.PRODUCE or len(held) >= _MAX_HELD_RESPONSES:
+                        if frames.next_api_key() != ApiKey.PRODUCE or len(held) >= _MAX_HELD_RESPONSES:
                             writer.writelines(held)
                             held.clear()
                             # Returns at once below the transport's high-water mark; otherwise waits until the

@@ -74,7 +74,8 @@ _RESPONSE = 1
 _BEFORE_AUTHENTICATION = frozenset((ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE))
 
 
-async def dispatch(frame: bytes, make_context: Callable[[int, int, int, str | None], RequestContext]) -> bytes | None:
+async def dispatch(frame: bytes | bytearray,
+                   make_context: Callable[[int, int, int, str | None], RequestContext]) -> bytes | None:
     """Handle one request frame; return the response frame, or None when none is due (acks=0)."""
     peeked = peek_header(frame)
     # The registry lives in the services every context carries; build a bare context to reach it.
@@ -105,7 +106,8 @@ async def dispatch(frame: bytes, make_context: Callable[[int, int, int, str | No
     return answer
 
 
-async def _dispatch(frame: bytes, peeked: PeekedHeader, ctx: RequestContext, seen: list[Any] | None) -> bytes | None:
+async def _dispatch(frame: bytes | bytearray, peeked: PeekedHeader, ctx: RequestContext,
+                    seen: list[Any] | None) -> bytes | None:
     registry = ctx.services.registry
     route = registry.route(peeked.api_key)
     if route is None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import structlog
 from minikafka.coordinator.producer_ids import ProducerIdManager
 from minikafka.coordinator.timers import Timers
+from minikafka.protocol.framing import FrameReceiver
 from minikafka.storage.clock import Clock, ManualClock, SystemClock, next_periodic_run
 from minikafka.storage.manager import LogManager
 
@@ -49,7 +50,7 @@ _log = structlog.get_logger("minikafka.server")
 
 # asyncio.start_server's default; Kafka's socket.listen.backlog.size is 50.
 _LISTEN_BACKLOG = 100
-# asyncio's StreamReader default: what a connection buffers from the socket before pausing reading.
+# What a connection reads ahead of the request in hand before pausing (asyncio's StreamReader default).
 _STREAM_LIMIT = 64 * 1024
 _ACCEPT_RETRY_S = 0.1
 # Coordinator loading runs this long before letting waiting requests in (time.monotonic, not the broker
@@ -420,8 +421,7 @@ class BrokerServer:
         listener = node_listener.listener
         tls = node_listener.tls
         try:
-            reader = asyncio.StreamReader(limit=_STREAM_LIMIT)
-            protocol = asyncio.StreamReaderProtocol(reader)
+            protocol = FrameReceiver(self.services.config.socket_request_max_bytes, limit=_STREAM_LIMIT)
             if tls is None:
                 transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock)
             else:
@@ -435,11 +435,11 @@ class BrokerServer:
                               node_id=node_listener.node_id, error=str(exc) or type(exc).__name__)
                     sock.close()
                     return
-            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+            writer = asyncio.StreamWriter(transport, protocol.write_flow, None, loop)
             session = Session(listener.name, listener.security_protocol, ip)
             if tls is not None and tls.principal is not None:
                 session.principal = tls.principal(writer.get_extra_info("ssl_object"))
-            connection = Connection(connection_id, reader, writer, node_listener.endpoint, self.services, session,
+            connection = Connection(connection_id, protocol, writer, node_listener.endpoint, self.services, session,
                                     self._request_slots)
             task = asyncio.current_task()
             assert task is not None

@@ -49,7 +49,7 @@ class Decoded:
     trailing_bytes: int = 0
 
 
-def peek_header(frame: bytes) -> PeekedHeader:
+def peek_header(frame: bytes | bytearray) -> PeekedHeader:
     """Read key, version and correlation id: enough to route or reject without decoding."""
     if len(frame) < _PEEK.size:
         raise InvalidRequest(f"frame of {len(frame)} bytes is shorter than a request header")
@@ -72,13 +72,13 @@ def request_schema(api_key: int, version: int) -> type:
     return load_request_schema(api_key, version)
 
 
-def decode_request(frame: bytes, api_key: int, version: int) -> Decoded:
+def decode_request(frame: bytes | bytearray, api_key: int, version: int) -> Decoded:
     """Decode header and body of a request frame; raise InvalidRequest on any failure."""
     try:
         header_cls, body_cls = _request_schemas(api_key, version)
         check_request(frame, header_cls, body_cls)
         read_header, read_body = _request_reader(api_key, version)
-        view = memoryview(frame)
+        view = memoryview(frame).toreadonly()  # a big frame arrives in a bytearray; kio wants read-only
         header, header_size = read_header(view, 0)
         body, body_size = read_body(view, header_size)
     except (UnknownAPIKey, UnknownEntity) as exc:

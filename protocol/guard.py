@@ -45,7 +45,7 @@ from .errors import InvalidRequest
 # (frame, position, end of the region the value must lie in, elements seen so far in this request)
 # -> position after the value. The count is a one-item list each request brings, not shared state: the
 # in-process brokers of `minikafka.testing` may decode on several threads at once.
-Checker = Callable[[bytes, int, int, list[int]], int]
+Checker = Callable[[bytes | bytearray, int, int, list[int]], int]
 
 # Array elements a whole request may announce. Each costs a Python object once kio decodes it (50-100
 # bytes), so without a cap a 100 MiB frame of empty Metadata topic names would take gigabytes. Real
@@ -65,7 +65,7 @@ _FIXED_SIZES = {
 _MAX_VARINT_BYTES = 5
 
 
-def check_request(frame: bytes, header_cls: type, body_cls: type) -> int:
+def check_request(frame: bytes | bytearray, header_cls: type, body_cls: type) -> int:
     """Check a whole request frame (header then body); return the number of bytes they take."""
     end = len(frame)
     elements = [0]
@@ -77,7 +77,7 @@ def _fail(what: str, position: int) -> InvalidRequest:
     return InvalidRequest(f"{what} at byte {position}")
 
 
-def _read_uvarint(frame: bytes, position: int, end: int) -> tuple[int, int]:
+def _read_uvarint(frame: bytes | bytearray, position: int, end: int) -> tuple[int, int]:
     value = 0
     shift = 0
     for index in range(_MAX_VARINT_BYTES):
@@ -91,7 +91,7 @@ def _read_uvarint(frame: bytes, position: int, end: int) -> tuple[int, int]:
     raise _fail("varint longer than 5 bytes", position)
 
 
-def _check_tagged_fields(frame: bytes, position: int, end: int, elements: list[int],
+def _check_tagged_fields(frame: bytes | bytearray, position: int, end: int, elements: list[int],
                          known: dict[int, Checker]) -> int:
     count, position = _read_uvarint(frame, position, end)
     if count > (end - position) // 2:  # a tag and its size take at least a byte each

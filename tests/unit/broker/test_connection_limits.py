@@ -97,7 +97,7 @@ def test_per_ip_overrides_resolve_hostnames_to_addresses() -> None:
 
 async def test_nothing_more_is_read_while_a_request_is_in_hand(tmp_path: Path) -> None:
     """Kafka mutes a channel from a request's arrival to its response: requests pipelined behind a parked
-    long-poll Fetch stay unread (in the socket and the stream's bounded buffer); then all are answered in order."""
+    long-poll Fetch stay unread (in the socket and the receiver's bounded queue); then all are answered in order."""
     from datetime import timedelta
 
     from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
@@ -122,9 +122,9 @@ async def test_nothing_more_is_read_while_a_request_is_in_hand(tmp_path: Path) -
         await _until(lambda: connection is not None and connection.busy, "the fetch to be parked")
         assert connection is not None
         pipelined = sum(len(frame) for frame in metadata)
-        await _until(lambda: len(connection.reader._buffer) > 0, "the pipelined requests to reach the stream")
+        await _until(lambda: connection.frames.queued_bytes > 0, "the pipelined requests to be received")
         assert requests_seen == [], "no request was handled while the fetch is in hand"
-        assert len(connection.reader._buffer) <= pipelined
+        assert connection.frames.queued_bytes <= pipelined
         answered = []
         for _ in range(1 + len(metadata)):
             (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 10))
