@@ -5,7 +5,7 @@
 
 `make bench` runs it after bench.py. `--quick` runs fewer and smaller points (about a tenth of the time).
 Each broker runs as a subprocess on 127.0.0.1, as in bench.py (minikafka on a fresh data dir, Tansu with
-its in-memory engine); broker CPU is utime+stime from /proc in 10 ms ticks. Figures are printed, never
+its in-memory engine); broker CPU is the scheduler runtime of its threads (bench.py). Figures are printed, never
 asserted; a point that fails (or that a broker cannot run) prints its error and the others still run.
 
 Curves:
