@@ -1,19 +1,20 @@
 """LogSegment: one `.log` file of record batches plus its `.index`, `.timeindex` and `.txnindex`.
 
 Batches are written exactly as they will be served (base offsets already assigned) and read back
-as byte slices. Headers are read with `pread`; records are never decoded here except to answer
-timestamp lookups inside one batch.
+as byte slices. Headers are read with `pread`, a window of them at a time; records are never decoded
+here except to answer timestamp lookups inside one batch.
 """
 
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 from minikafka.protocol.errors import CorruptRecord
-from minikafka.protocol.records import HEADER_SIZE, BatchHeader, decode_batch, is_crc_valid
+from minikafka.protocol.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader, decode_batch, is_crc_valid
 
 from .files import OS_WRITER, FileWriter, write_fully
 from .index import OffsetIndex, TimeIndex, TransactionIndex
@@ -26,6 +27,12 @@ TXN_INDEX_SUFFIX = ".txnindex"
 # the segments it was cleaned from (storage/log.py completes or discards them on load).
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
+# Bytes read at once when scanning batch headers (segment.iter_headers), beyond the index interval.
+HEADER_WINDOW_BYTES = 4096
+# Byte positions in a v2 batch header (KAFKA-FACTS): batchLength, magic, lastOffsetDelta.
+BATCH_LENGTH_AT, MAGIC_AT, LAST_OFFSET_DELTA_AT = 8, 16, 23
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
 
 
 def segment_name(base_offset: int) -> str:
@@ -222,20 +229,50 @@ class LogSegment:
         except CorruptRecord:
             return None
 
-    def iter_headers(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+    def _header_slots(self, position: int) -> Iterator[tuple[int, bytes, int]]:
+        """(position, window, index in window) of each batch header from `position` on, up to the first
+        one whose length or magic is impossible; the window holds at least the whole header.
+
+        The file is read a window at a time rather than one `pread` per header: a lookup scans from an
+        index entry, at most an index interval (plus one batch) before its target, so with small
+        batches one read serves the whole scan.
+        """
+        window_size = min(max(self.index_interval_bytes, HEADER_WINDOW_BYTES) + HEADER_WINDOW_BYTES, 1 << 20)
+        window, window_start = b"", position
         while position < self.size:
-            header = self.header_at(position)
-            if header is None:
+            at = position - window_start
+            if at + HEADER_SIZE > len(window):
+                window = os.pread(self._fd, min(window_size, self.size - position), position)
+                window_start, at = position, 0
+                if len(window) < HEADER_SIZE:
+                    return
+            (batch_length,) = _INT32.unpack_from(window, at + BATCH_LENGTH_AT)
+            if batch_length < HEADER_SIZE - LOG_OVERHEAD or window[at + MAGIC_AT] != MAGIC_V2:
                 return
-            yield position, header
-            position += header.size
+            yield position, window, at
+            position += batch_length + LOG_OVERHEAD
+
+    def iter_headers(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from `position` on, up to the first invalid header."""
+        for batch_position, window, at in self._header_slots(position):
+            try:
+                header = BatchHeader.parse_header_only(window, at)
+            except CorruptRecord:
+                return
+            yield batch_position, header
 
     def find(self, offset: int) -> tuple[int, BatchHeader] | None:
-        """Position and header of the first batch whose last offset is >= `offset`."""
+        """Position and header of the first batch whose last offset is >= `offset`. Headers passed over
+        are not parsed: their base offset and last offset delta are all the scan needs."""
         _indexed, position = self.offset_index.lookup(offset)
-        for pos, header in self.iter_headers(position):
-            if header.last_offset >= offset:
-                return pos, header
+        for batch_position, window, at in self._header_slots(position):
+            (base_offset,) = _INT64.unpack_from(window, at)
+            (last_offset_delta,) = _INT32.unpack_from(window, at + LAST_OFFSET_DELTA_AT)
+            if base_offset + last_offset_delta >= offset:
+                try:
+                    return batch_position, BatchHeader.parse_header_only(window, at)
+                except CorruptRecord:
+                    return None
         return None
 
     def position_of(self, offset: int) -> int:

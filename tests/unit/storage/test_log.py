@@ -469,3 +469,24 @@ def test_index_descriptors_beyond_the_budget_are_given_back_and_still_flushed(
         assert reopened.log_end_offset == 8
         assert len(reopened.segments[0].offset_index.offsets) > 0
         reopened.close(clean=True)
+
+
+@pytest.mark.parametrize("index_interval_bytes", [100, 4096, 100_000])
+def test_header_scans_agree_with_the_file_across_read_windows(tmp_path: Path, index_interval_bytes: int) -> None:
+    """Headers are read a window at a time: small batches share a window, a batch bigger than a window
+    is stepped over, and every offset still finds the batch that holds it."""
+    log = open_log(tmp_path / "t-0", LogConfig(index_interval_bytes=index_interval_bytes))
+    sizes = [10] * 300 + [50_000] + [10] * 100 + [3_000] * 20 + [10] * 50
+    for i, size in enumerate(sizes):
+        log.append(batch([bytes([i % 256]) * size, b"x"]), NOW)
+    (segment,) = log.segments
+    expected = _whole_batches((tmp_path / "t-0" / "00000000000000000000.log").read_bytes())
+    assert len(expected) == len(sizes)
+    scanned = list(segment.iter_headers())
+    assert [(pos, h.base_offset, h.size) for pos, h in scanned] == [(pos, h.base_offset, h.size) for pos, h in expected]
+    for pos, header in expected:
+        for offset in (header.base_offset, header.last_offset):
+            found = segment.find(offset)
+            assert found is not None and found[0] == pos
+    assert segment.find(expected[-1][1].last_offset + 1) is None
+    assert [v for _o, v in read_values(log)][:4] == [bytes([0]) * 10, b"x", bytes([1]) * 10, b"x"]
