@@ -15,6 +15,8 @@ import bisect
 import os
 import struct
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +55,7 @@ class _AppendOnlyIndex:
         self.path = path
         self._writer = writer
         self._fd = -1
+        self._pending: bytearray | None = None  # entries held back by `buffered_appends`
         # Written (or truncated) since the last fsync: a flush of an untouched index (most of them,
         # at a shutdown) costs a journal commit on ext4 and buys nothing.
         self._unflushed = False
@@ -67,10 +70,33 @@ class _AppendOnlyIndex:
         if _held.count > MAX_HELD_INDEX_DESCRIPTORS:
             self.close()
 
+    def _entry_count(self) -> int:
+        """Entries in memory; the file holds exactly these (appends write before they are listed)."""
+        raise NotImplementedError
+
     def _write(self, data: bytes) -> None:
-        """Append one entry whole or not at all: a failed write leaves the file as it was."""
+        """Append one entry (called before it is listed in memory), or keep it for the end of
+        `buffered_appends`."""
+        if self._pending is not None:
+            self._pending += data
+            return
+        self._write_at(data, self._entry_count() * self.entry.size)
+
+    @contextmanager
+    def buffered_appends(self) -> Iterator[None]:
+        """Entries appended inside are written at the end in one write: rebuilding the index of a
+        crashed segment wrote (and fstat'ed) the file once per entry."""
+        self._pending = bytearray()
+        try:
+            yield
+        finally:
+            pending, self._pending = self._pending, None
+            if pending:
+                self._write_at(bytes(pending), self._entry_count() * self.entry.size - len(pending))
+
+    def _write_at(self, data: bytes, before: int) -> None:
+        """Append whole or not at all: a failed write truncates the file back to `before` bytes."""
         fd = self._open()
-        before = os.fstat(fd).st_size
         self._unflushed = True
         try:
             write_fully(self._writer, fd, data)
@@ -149,6 +175,9 @@ class OffsetIndex(_AppendOnlyIndex):
         self.offsets: list[int] = []  # absolute offsets
         self.positions: list[int] = []
 
+    def _entry_count(self) -> int:
+        return len(self.offsets)
+
     def load(self, segment_size: int, missing_is_empty: bool = False) -> bool:
         """Load entries; False if the file fails Kafka's sanity checks, or is missing where it must
         exist (`missing_is_empty`: the segment is too small to have had an entry)."""
@@ -201,6 +230,9 @@ class TimeIndex(_AppendOnlyIndex):
         self.base_offset = base_offset
         self.timestamps: list[int] = []
         self.offsets: list[int] = []
+
+    def _entry_count(self) -> int:
+        return len(self.timestamps)
 
     def load(self, missing_is_empty: bool = False) -> bool:
         entries = self._read_entries()
@@ -259,6 +291,9 @@ class TransactionIndex(_AppendOnlyIndex):
     def __init__(self, path: Path, writer: FileWriter = OS_WRITER) -> None:
         super().__init__(path, writer)
         self.aborted: list[AbortedTxn] = []
+
+    def _entry_count(self) -> int:
+        return len(self.aborted)
 
     def load(self) -> bool:
         entries = self._read_entries()

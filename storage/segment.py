@@ -29,6 +29,8 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 # Bytes read at once when scanning batch headers (segment.iter_headers), beyond the index interval.
 HEADER_WINDOW_BYTES = 4096
+# Bytes read at once when recovery re-reads a segment to check every batch (more for a bigger batch).
+RECOVERY_READ_BYTES = 1 << 20
 # Byte positions in a v2 batch header (KAFKA-FACTS): batchLength, magic, lastOffsetDelta.
 BATCH_LENGTH_AT, MAGIC_AT, LAST_OFFSET_DELTA_AT = 8, 16, 23
 _INT32 = struct.Struct(">i")
@@ -134,15 +136,28 @@ class LogSegment:
         self.max_timestamp, self.max_timestamp_offset = -1, -1
         self._bytes_since_index = 0
         valid = 0
-        while valid < self.size:
-            header = self.header_at(valid)
-            if header is None or valid + header.size > self.size:
-                break
-            data = os.pread(self._fd, header.size, valid)
-            if len(data) != header.size or not is_crc_valid(data, 0, header):
-                break
-            self._index(header, valid)
-            valid += header.size
+        window, window_start = b"", 0
+        with self.offset_index.buffered_appends(), self.time_index.buffered_appends():
+            while valid < self.size:
+                at = valid - window_start
+                if at + HEADER_SIZE > len(window):
+                    window = os.pread(self._fd, min(RECOVERY_READ_BYTES, self.size - valid), valid)
+                    window_start, at = valid, 0
+                try:
+                    header = BatchHeader.parse_header_only(window, at)
+                except CorruptRecord:
+                    break
+                if valid + header.size > self.size:
+                    break
+                if at + header.size > len(window):
+                    window = os.pread(self._fd, max(RECOVERY_READ_BYTES, header.size), valid)
+                    window_start, at = valid, 0
+                    if len(window) < header.size:
+                        break
+                if not is_crc_valid(window, at, header):
+                    break
+                self._index(header, valid)
+                valid += header.size
         truncated = self.size - valid
         # Recovered after a crash: what was read back may still be only in the page cache.
         self._unflushed = True
@@ -235,14 +250,16 @@ class LogSegment:
 
         The file is read a window at a time rather than one `pread` per header: a lookup scans from an
         index entry, at most an index interval (plus one batch) before its target, so with small
-        batches one read serves the whole scan.
+        batches one read serves the whole scan. After a batch bigger than a window the next read is
+        the header alone: a window there would copy a batch's worth of records to read 61 bytes.
         """
         window_size = min(max(self.index_interval_bytes, HEADER_WINDOW_BYTES) + HEADER_WINDOW_BYTES, 1 << 20)
+        read_size = window_size
         window, window_start = b"", position
         while position < self.size:
             at = position - window_start
             if at + HEADER_SIZE > len(window):
-                window = os.pread(self._fd, min(window_size, self.size - position), position)
+                window = os.pread(self._fd, min(read_size, self.size - position), position)
                 window_start, at = position, 0
                 if len(window) < HEADER_SIZE:
                     return
@@ -251,6 +268,7 @@ class LogSegment:
                 return
             yield position, window, at
             position += batch_length + LOG_OVERHEAD
+            read_size = HEADER_SIZE if batch_length >= window_size else window_size
 
     def iter_headers(self, position: int = 0) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from `position` on, up to the first invalid header."""
