@@ -8,13 +8,24 @@ here except to answer timestamp lookups inside one batch.
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 from minikafka.protocol.errors import CorruptRecord
-from minikafka.protocol.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader, decode_batch, is_crc_valid
+from minikafka.protocol.records import (
+    BATCH_LENGTH_OFFSET,
+    HEADER_SIZE,
+    INT32,
+    INT64,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_V2,
+    BatchHeader,
+    decode_batch,
+    is_crc_valid,
+)
 
 from .files import OS_WRITER, FileWriter, write_fully
 from .index import OffsetIndex, TimeIndex, TransactionIndex
@@ -31,10 +42,6 @@ SWAP_SUFFIX = ".swap"
 HEADER_WINDOW_BYTES = 4096
 # Bytes read at once when recovery re-reads a segment to check every batch (more for a bigger batch).
 RECOVERY_READ_BYTES = 1 << 20
-# Byte positions in a v2 batch header (KAFKA-FACTS): batchLength, magic, lastOffsetDelta.
-BATCH_LENGTH_AT, MAGIC_AT, LAST_OFFSET_DELTA_AT = 8, 16, 23
-_INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
 
 
 def segment_name(base_offset: int) -> str:
@@ -136,28 +143,20 @@ class LogSegment:
         self.max_timestamp, self.max_timestamp_offset = -1, -1
         self._bytes_since_index = 0
         valid = 0
-        window, window_start = b"", 0
         with self.offset_index.buffered_appends(), self.time_index.buffered_appends():
-            while valid < self.size:
-                at = valid - window_start
-                if at + HEADER_SIZE > len(window):
-                    window = os.pread(self._fd, min(RECOVERY_READ_BYTES, self.size - valid), valid)
-                    window_start, at = valid, 0
+            for position, window, at in self._header_slots(0, RECOVERY_READ_BYTES):
                 try:
                     header = BatchHeader.parse_header_only(window, at)
                 except CorruptRecord:
                     break
-                if valid + header.size > self.size:
-                    break
-                if at + header.size > len(window):
-                    window = os.pread(self._fd, max(RECOVERY_READ_BYTES, header.size), valid)
-                    window_start, at = valid, 0
-                    if len(window) < header.size:
-                        break
+                if position + header.size > self.size:
+                    break  # cut short by the end of the file
+                if at + header.size > len(window):  # runs past the window: read it whole
+                    window, at = os.pread(self._fd, header.size, position), 0
                 if not is_crc_valid(window, at, header):
                     break
-                self._index(header, valid)
-                valid += header.size
+                self._index(header, position)
+                valid = position + header.size
         truncated = self.size - valid
         # Recovered after a crash: what was read back may still be only in the page cache.
         self._unflushed = True
@@ -244,16 +243,18 @@ class LogSegment:
         except CorruptRecord:
             return None
 
-    def _header_slots(self, position: int) -> Iterator[tuple[int, bytes, int]]:
+    def _header_slots(self, position: int, read_bytes: int | None = None) -> Iterator[tuple[int, bytes, int]]:
         """(position, window, index in window) of each batch header from `position` on, up to the first
         one whose length or magic is impossible; the window holds at least the whole header.
 
-        The file is read a window at a time rather than one `pread` per header: a lookup scans from an
-        index entry, at most an index interval (plus one batch) before its target, so with small
-        batches one read serves the whole scan. After a batch bigger than a window the next read is
-        the header alone: a window there would copy a batch's worth of records to read 61 bytes.
+        The file is read `read_bytes` at a time rather than one `pread` per header: by default a lookup's
+        window, since a lookup scans from an index entry, at most an index interval (plus one batch)
+        before its target, so with small batches one read serves the whole scan. After a batch bigger
+        than a window the next read is the header alone: a window there would copy a batch's worth of
+        records to read 61 bytes.
         """
-        window_size = min(max(self.index_interval_bytes, HEADER_WINDOW_BYTES) + HEADER_WINDOW_BYTES, 1 << 20)
+        window_size = read_bytes or min(max(self.index_interval_bytes, HEADER_WINDOW_BYTES) + HEADER_WINDOW_BYTES,
+                                        1 << 20)
         read_size = window_size
         window, window_start = b"", position
         while position < self.size:
@@ -263,8 +264,8 @@ class LogSegment:
                 window_start, at = position, 0
                 if len(window) < HEADER_SIZE:
                     return
-            (batch_length,) = _INT32.unpack_from(window, at + BATCH_LENGTH_AT)
-            if batch_length < HEADER_SIZE - LOG_OVERHEAD or window[at + MAGIC_AT] != MAGIC_V2:
+            (batch_length,) = INT32.unpack_from(window, at + BATCH_LENGTH_OFFSET)
+            if batch_length < HEADER_SIZE - LOG_OVERHEAD or window[at + MAGIC_OFFSET] != MAGIC_V2:
                 return
             yield position, window, at
             position += batch_length + LOG_OVERHEAD
@@ -284,8 +285,8 @@ class LogSegment:
         are not parsed: their base offset and last offset delta are all the scan needs."""
         _indexed, position = self.offset_index.lookup(offset)
         for batch_position, window, at in self._header_slots(position):
-            (base_offset,) = _INT64.unpack_from(window, at)
-            (last_offset_delta,) = _INT32.unpack_from(window, at + LAST_OFFSET_DELTA_AT)
+            (base_offset,) = INT64.unpack_from(window, at)
+            (last_offset_delta,) = INT32.unpack_from(window, at + LAST_OFFSET_DELTA_OFFSET)
             if base_offset + last_offset_delta >= offset:
                 try:
                     return batch_position, BatchHeader.parse_header_only(window, at)
