@@ -91,7 +91,9 @@ class Connection:
         services = self.services
         observers = services.observers
         frames, writer = self.frames, self.writer
-        held: list[bytes] = []
+        # Responses not sent yet, as the buffers of their frames (a Fetch's record sets are buffers of their own).
+        held: list[bytes | bytearray | memoryview] = []
+        held_responses = 0
         try:
             while not self.closing:
                 frame = await frames.read_frame()
@@ -107,12 +109,15 @@ class Connection:
                     finally:
                         self.busy = False
                     if response is not None:
+                        parts = response.parts()
                         if observers.taps:
-                            observers.tap("frame", self.connection_id, False, response)
-                        held.append(response)
-                        if frames.next_api_key() != ApiKey.PRODUCE or len(held) >= _MAX_HELD_RESPONSES:
+                            observers.tap("frame", self.connection_id, False, b"".join(parts))
+                        held.extend(parts)
+                        held_responses += 1
+                        if frames.next_api_key() != ApiKey.PRODUCE or held_responses >= _MAX_HELD_RESPONSES:
                             writer.writelines(held)
                             held.clear()
+                            held_responses = 0
                             # Returns at once below the transport's high-water mark; otherwise waits until the
                             # client has read enough, so at most one large response per connection is buffered.
                             await writer.drain()
@@ -125,6 +130,7 @@ class Connection:
                     if held:
                         writer.writelines(held)
                         held.clear()
+                        held_responses = 0
                     # Real time: the client times its back-off in real time, manual clock or not.
                     await asyncio.sleep(context.mute_ms / 1000)
                 self.last_active = services.clock.monotonic()

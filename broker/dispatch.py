@@ -24,7 +24,8 @@ from typing import Any
 
 from minikafka.protocol.api_keys import ApiKey, api_name
 from minikafka.protocol.build import build
-from minikafka.protocol.codec import PeekedHeader, decode_request, encode_response, peek_header, response_class
+from minikafka.protocol.codec import PeekedHeader, decode_request, peek_header, response_class, response_frame
+from minikafka.protocol.encoder import FrameBuffer
 from minikafka.protocol.errors import ErrorCode, InvalidRequest, KafkaError
 
 from .context import RequestContext
@@ -55,7 +56,7 @@ class CloseConnection(Exception):
 
 
 def _api_versions_fallback(ctx_registry_versions: list[tuple[int, int, int]], correlation_id: int,
-                           seen: list[Any] | None) -> bytes:
+                           seen: list[Any] | None) -> FrameBuffer:
     body: Any = build(
         response_class(ApiKey.API_VERSIONS, 0),
         error_code=ErrorCode.unsupported_version,
@@ -63,7 +64,7 @@ def _api_versions_fallback(ctx_registry_versions: list[tuple[int, int, int]], co
     )
     if seen is not None:
         seen[_RESPONSE] = body
-    return encode_response(correlation_id, body)
+    return response_frame(correlation_id, body)
 
 
 # `seen`, when observers are registered: [request body, response body], filled in by _dispatch. A list of
@@ -75,8 +76,9 @@ _BEFORE_AUTHENTICATION = frozenset((ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, 
 
 
 async def dispatch(frame: bytes | bytearray,
-                   make_context: Callable[[int, int, int, str | None], RequestContext]) -> bytes | None:
-    """Handle one request frame; return the response frame, or None when none is due (acks=0)."""
+                   make_context: Callable[[int, int, int, str | None], RequestContext]) -> FrameBuffer | None:
+    """Handle one request frame; return the response frame (send its `parts()`), or None when none is due
+    (acks=0)."""
     peeked = peek_header(frame)
     # The registry lives in the services every context carries; build a bare context to reach it.
     ctx = make_context(peeked.api_key, peeked.api_version, peeked.correlation_id, None)
@@ -99,15 +101,16 @@ async def dispatch(frame: bytes | bytearray,
     # Positional, in Exchange's field order: this runs for every request of every broker, and keyword
     # arguments make building the dataclass three times as dear.
     answered = answer is not None
+    answer_bytes = answer.frame_size - 4 if answer is not None else 0
     observers.notify(Exchange(
         time_ms, ctx.node.node_id, ctx.connection_id, ctx.peer, ctx.client_id, peeked.api_key, peeked.api_version,
-        peeked.correlation_id, perf_counter_ns() - started, len(frame), len(answer) - 4 if answer is not None else 0,
+        peeked.correlation_id, perf_counter_ns() - started, len(frame), answer_bytes,
         ANSWERED if answered else NO_RESPONSE, seen[_REQUEST], seen[_RESPONSE] if answered else None, None))
     return answer
 
 
 async def _dispatch(frame: bytes | bytearray, peeked: PeekedHeader, ctx: RequestContext,
-                    seen: list[Any] | None) -> bytes | None:
+                    seen: list[Any] | None) -> FrameBuffer | None:
     registry = ctx.services.registry
     route = registry.route(peeked.api_key)
     if route is None:
@@ -141,7 +144,7 @@ async def _dispatch(frame: bytes | bytearray, peeked: PeekedHeader, ctx: Request
             return None
         if seen is not None:
             seen[_RESPONSE] = response
-        return encode_response(peeked.correlation_id, response)
+        return response_frame(peeked.correlation_id, response)
     except CloseConnection:
         raise
     except Exception as exc:  # no handler bug may take the connection (and its other requests) down
@@ -154,7 +157,7 @@ async def _dispatch(frame: bytes | bytearray, peeked: PeekedHeader, ctx: Request
             raise CloseConnection("acks=0 produce failed", bad_input=False) from exc
         try:
             body = error_response(decoded.body, code, error_message_for(exc))
-            answer = encode_response(peeked.correlation_id, body)
+            answer = response_frame(peeked.correlation_id, body)
             if seen is not None:
                 seen[_RESPONSE] = body
             return answer

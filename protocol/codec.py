@@ -22,7 +22,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
 from .api_keys import ApiKey
-from .encoder import writer_for
+from .encoder import FrameBuffer, writer_for
 from .errors import InvalidRequest
 from .guard import check_request
 from .kio_fixups import describe_transactions_without_negative_times
@@ -30,7 +30,10 @@ from .kio_fixups import describe_transactions_without_negative_times
 _PEEK = struct.Struct(">hhi")
 _CORRELATION = struct.Struct(">i")
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
-_EMPTY_TAGS = b"\x00"
+# A response frame's first bytes before its size and correlation id are known: size, correlation id and,
+# for response header v1, its empty tagged fields (a zero byte).
+_HEADER_V0_PLACE = bytes(_SIZE_AND_CORRELATION.size)
+_HEADER_V1_PLACE = bytes(_SIZE_AND_CORRELATION.size + 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,18 +134,30 @@ def encode_once(body: Any) -> Any:
     return body
 
 
-def encode_response(correlation_id: int, body: Any) -> bytes:
-    """Encode a whole response frame: size, response header, body.
+def response_frame(correlation_id: int, body: Any) -> FrameBuffer:
+    """A whole response frame: size, response header, body. Big record sets are not copied into it: send
+    `frame.parts()` (protocol/encoder.py FrameBuffer).
 
     ApiVersions always uses response header v0 (KIP-511), whatever its version, so a client that
     does not know our flexible versions can still read the error code.
     """
-    kept = _encoded_once.get(id(body))
-    payload = kept[1] if kept is not None and kept[0] is body else encode_body(body)
     flexible_header = body.__flexible__ and body.__api_key__ != ApiKey.API_VERSIONS
-    if flexible_header:
-        return _SIZE_AND_CORRELATION.pack(len(payload) + 5, correlation_id) + _EMPTY_TAGS + payload
-    return _SIZE_AND_CORRELATION.pack(len(payload) + 4, correlation_id) + payload
+    # The body is written after room for the header, which is filled in once the size is known: building
+    # the header and body apart and joining them copied every frame once more.
+    frame = FrameBuffer(_HEADER_V1_PLACE if flexible_header else _HEADER_V0_PLACE)
+    kept = _encoded_once.get(id(body))
+    if kept is not None and kept[0] is body:
+        frame += kept[1]
+    else:
+        cls: Any = type(body)
+        writer_for(cls)(frame, body)
+    _SIZE_AND_CORRELATION.pack_into(frame, 0, frame.frame_size - 4, correlation_id)
+    return frame
+
+
+def encode_response(correlation_id: int, body: Any) -> bytes:
+    """A whole response frame in one piece; for tools and tests."""
+    return b"".join(response_frame(correlation_id, body).parts())
 
 
 def encode_request(correlation_id: int, body: Any, client_id: str | None = "minikafka") -> bytes:

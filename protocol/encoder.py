@@ -34,6 +34,47 @@ from kio.serial.errors import OutOfBoundValue
 
 Writer = Callable[[bytearray, Any], None]
 
+# Record sets at least this big are not copied into a frame being built (below: FrameBuffer).
+SPILL_MIN_BYTES = 4096
+
+
+class FrameBuffer(bytearray):
+    """A frame being encoded whose big record sets stay where they are: each is kept by reference at its
+    place in the frame instead of being copied in. A Fetch response is mostly record bytes read from the
+    log; copying them into the frame and the frame into a bytes object cost half of a Fetch's CPU.
+
+    Only immutable `bytes` are kept aside, so what is sent is what was encoded."""
+
+    __slots__ = ("spilled",)
+
+    def __init__(self, prefix: bytes = b"") -> None:
+        super().__init__(prefix)
+        self.spilled: list[tuple[int, bytes]] = []  # (position in this buffer, record bytes that go there)
+
+    def spill(self, data: bytes) -> None:
+        self.spilled.append((len(self), data))
+
+    @property
+    def frame_size(self) -> int:
+        """Bytes of the whole frame: this buffer's and those kept aside."""
+        return len(self) + sum(len(data) for _position, data in self.spilled)
+
+    def parts(self) -> list[bytes | memoryview]:
+        """The frame as buffers to send in order (one when nothing was kept aside)."""
+        if not self.spilled:
+            return [self]  # type: ignore[list-item]  # a bytearray: sent as it is
+        view = memoryview(self)
+        parts: list[bytes | memoryview] = []
+        start = 0
+        for position, data in self.spilled:
+            if position > start:
+                parts.append(view[start:position])
+            parts.append(data)
+            start = position
+        if start < len(self):
+            parts.append(view[start:])
+        return parts
+
 _INT = {
     "int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "uint8": ">B", "uint16": ">H", "uint32": ">I",
     "uint64": ">Q", "float64": ">d", "bool": ">?",
@@ -77,6 +118,7 @@ class _Source:
         self.names: dict[str, Any] = {
             "_uvarint": _uvarint, "_legacy_length16": _legacy_length16, "_legacy_length32": _legacy_length32,
             "_not_none": _not_none, "_ZERO_UUID": _ZERO_UUID, "_MISSING": MISSING,
+            "_FrameBuffer": FrameBuffer, "_SPILL_MIN": SPILL_MIN_BYTES,
         }
         self._counter = 0
 
@@ -131,7 +173,7 @@ def _emit_string(src: _Source, indent: int, out: str, value: str, kafka_type: st
         src.emit(indent, "else:")
         src.emit(indent + 1, f"{data} = {value}.encode() if isinstance({value}, str) else {value}")
         src.emit(indent + 1, f"_uvarint({out}, len({data}) + 1)")
-        src.emit(indent + 1, f"{out} += {data}")
+        _emit_blob(src, indent + 1, out, data, kafka_type)
         return
     if kafka_type == "string":
         pack_h = src.name(struct.Struct(">h").pack, "pack")
@@ -147,7 +189,19 @@ def _emit_string(src: _Source, indent: int, out: str, value: str, kafka_type: st
     src.emit(indent + 1, f"{out} += {pack_i}(-1)")
     src.emit(indent, "else:")
     src.emit(indent + 1, f"{out} += {pack_i}(_legacy_length32(len({value}), 'Bytes'))")
-    src.emit(indent + 1, f"{out} += {value}")
+    _emit_blob(src, indent + 1, out, value, kafka_type)
+
+
+def _emit_blob(src: _Source, indent: int, out: str, data: str, kafka_type: str) -> None:
+    """Append the code writing a string's or byte field's bytes after its length; big record sets are
+    kept aside when `out` is a FrameBuffer."""
+    if kafka_type != "records":
+        src.emit(indent, f"{out} += {data}")
+        return
+    src.emit(indent, f"if type({out}) is _FrameBuffer and type({data}) is bytes and len({data}) >= _SPILL_MIN:")
+    src.emit(indent + 1, f"{out}.spill({data})")
+    src.emit(indent, "else:")
+    src.emit(indent + 1, f"{out} += {data}")
 
 
 def _emit_field(src: _Source, indent: int, out: str, value: str, field: Field[Any], flexible: bool,

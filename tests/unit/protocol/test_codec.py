@@ -3,16 +3,30 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import struct
+import uuid
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.metadata.v12.response import MetadataResponse
+from kio.serial import entity_writer
+from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.build import build, nested
-from minikafka.protocol.codec import decode_request, decode_response, encode_request, encode_response, peek_header
+from minikafka.protocol.codec import (
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    peek_header,
+    response_class,
+    response_frame,
+)
+from minikafka.protocol.encoder import SPILL_MIN_BYTES, FrameBuffer
 from minikafka.protocol.errors import InvalidRequest
 
 
@@ -101,3 +115,55 @@ def test_encode_once_keeps_the_encoding_of_that_very_body_only() -> None:
         codec.encode_once(build(cls, api_keys=[{"api_key": index, "min_version": 0, "max_version": 1}]))
     assert len(codec._encoded_once) == codec._ENCODED_ONCE_LIMIT
     assert codec.decode_response(codec.encode_response(3, kept)[4:], ApiKey.API_VERSIONS, 3)[1] == kept
+
+
+# --- response frames: big record sets are sent from where they are --------------------------------------
+
+
+def _kio_bytes(entity: object) -> bytes:
+    buffer = io.BytesIO()
+    entity_writer(type(entity))(buffer, entity)
+    return buffer.getvalue()
+
+
+def _fetch_response(version: int, record_sets: list[bytes | bytearray]) -> object:
+    return build(response_class(ApiKey.FETCH, version), responses=[{
+        "topic": "orders", "topic_id": uuid.UUID(int=7),
+        "partitions": [{"partition_index": index, "records": records, "high_watermark": 10}
+                       for index, records in enumerate(record_sets)]}])
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 16])
+def test_a_fetch_frame_sends_big_record_sets_by_reference_and_the_same_bytes_as_kio(version: int) -> None:
+    big, other_big = bytes(range(256)) * 64, b"b" * SPILL_MIN_BYTES
+    small, mutable = b"s" * (SPILL_MIN_BYTES - 1), bytearray(b"m" * SPILL_MIN_BYTES * 2)
+    body = _fetch_response(version, [big, small, other_big, mutable, b""])
+    frame = response_frame(41, body)
+    parts = frame.parts()
+    wire = b"".join(parts)
+    header_size = 9 if version >= 12 else 8  # response header v1 from Fetch v12: its empty tagged fields
+    assert struct.unpack_from(">ii", wire) == (len(wire) - 4, 41)
+    assert wire[header_size:] == _kio_bytes(body)
+    assert frame.frame_size == len(wire)
+    # Immutable record sets of SPILL_MIN_BYTES or more are parts of their own; the rest was copied in.
+    assert [part for part in parts if part is big or part is other_big] == [big, other_big]
+    assert not any(part is small or part is mutable for part in parts)
+    assert decode_response(wire[4:], ApiKey.FETCH, version)[1] == body
+    assert encode_response(41, body) == wire
+
+
+def test_a_frame_with_nothing_kept_aside_is_one_buffer() -> None:
+    body = _fetch_response(12, [b"x" * 10])
+    parts = response_frame(3, body).parts()
+    assert len(parts) == 1 and bytes(parts[0])[9:] == _kio_bytes(body)
+
+
+def test_a_frame_buffer_ends_with_a_record_set_or_starts_with_one() -> None:
+    ending, starting = FrameBuffer(b"head"), FrameBuffer()
+    records = b"r" * SPILL_MIN_BYTES
+    ending.spill(records)
+    starting.spill(records)
+    starting += b"tail"
+    assert [bytes(part) for part in ending.parts()] == [b"head", records]
+    assert [bytes(part) for part in starting.parts()] == [records, b"tail"]
+    assert (ending.frame_size, starting.frame_size) == (4 + len(records), len(records) + 4)
