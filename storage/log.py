@@ -27,6 +27,7 @@ from typing import TypeVar
 
 import structlog
 from minikafka.protocol.records import (
+    HEADER_SIZE,
     BatchHeader,
     ControlType,
     build_control_batch,
@@ -66,6 +67,9 @@ from .segment import (
 T = TypeVar("T")
 
 _log = structlog.get_logger("minikafka.storage")
+# Appends at least this big are written from the caller's bytes with their batch headers patched in copies;
+# smaller ones are copied whole and patched there (one buffer is cheaper than a writev of pieces).
+_WRITTEN_IN_PLACE_BYTES = 16 * 1024
 
 
 def fsync_dir(directory: Path) -> None:
@@ -424,18 +428,38 @@ class PartitionLog:
     def _write_marked(self, records: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int,
                       updates: dict[int, ProducerAppendInfo]) -> tuple[AppendResult, LogSegment, SegmentMark]:
         """Write; also return the segment written to and its mark before the write, to undo it."""
-        data = bytearray(records)
         base = self.log_end_offset
         offset = base
         append_time = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
         assigned: list[tuple[int, BatchHeader]] = []
-        for pos, header in batches:
-            set_base_offset(data, pos, offset)
-            set_partition_leader_epoch(data, pos, self.leader_epoch)
-            if append_time >= 0:
-                set_log_append_time(data, pos, header, append_time)
-            assigned.append((pos, BatchHeader.parse_header_only(data, pos)))
-            offset += header.last_offset_delta + 1
+        data: bytearray | list[bytes | bytearray | memoryview]
+        if append_time < 0 and len(records) >= _WRITTEN_IN_PLACE_BYTES:
+            # The fields assigned here (base offset, leader epoch) are outside the CRC: each batch's first bytes
+            # are patched in a copy and its records written from the request, with one writev.
+            data = []
+            view = memoryview(records)
+            written_to = 0
+            for pos, header in batches:
+                if pos > written_to:
+                    data.append(view[written_to:pos])
+                head = bytearray(view[pos:pos + HEADER_SIZE])
+                set_base_offset(head, 0, offset)
+                set_partition_leader_epoch(head, 0, self.leader_epoch)
+                assigned.append((pos, BatchHeader.parse_header_only(head, 0)))
+                data += (head, view[pos + HEADER_SIZE:pos + header.size])
+                written_to = pos + header.size
+                offset += header.last_offset_delta + 1
+            if written_to < len(records):
+                data.append(view[written_to:])
+        else:
+            data = bytearray(records)
+            for pos, header in batches:
+                set_base_offset(data, pos, offset)
+                set_partition_leader_epoch(data, pos, self.leader_epoch)
+                if append_time >= 0:
+                    set_log_append_time(data, pos, header, append_time)
+                assigned.append((pos, BatchHeader.parse_header_only(data, pos)))
+                offset += header.last_offset_delta + 1
         try:
             self._maybe_roll(len(data), assigned[0][1] if assigned else None, now_ms)
             segment = self.active

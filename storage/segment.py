@@ -27,7 +27,7 @@ from minikafka.protocol.records import (
     is_crc_valid,
 )
 
-from .files import OS_WRITER, FileWriter, write_fully
+from .files import OS_WRITER, FileWriter, write_fully, write_parts_fully
 from .index import OffsetIndex, TimeIndex, TransactionIndex
 
 LOG_SUFFIX = ".log"
@@ -168,8 +168,10 @@ class LogSegment:
 
     # --- writing -------------------------------------------------------------------------
 
-    def append(self, data: bytes | bytearray, batches: list[tuple[int, BatchHeader]]) -> SegmentMark:
-        """Append whole batches whose offsets are already assigned; index them as Kafka does.
+    def append(self, data: bytes | bytearray | list[bytes | bytearray | memoryview],
+               batches: list[tuple[int, BatchHeader]]) -> SegmentMark:
+        """Append whole batches whose offsets are already assigned; index them as Kafka does. `data` is
+        their bytes, in one buffer or as consecutive parts (written with one writev).
 
         All or nothing: if any write fails (disk full, read-only, I/O error) the file, its indexes
         and the in-memory view are put back as they were and the OSError propagates. Returns the
@@ -181,13 +183,18 @@ class LogSegment:
             if self._torn_tail:
                 os.ftruncate(self._fd, self.size)
                 self._torn_tail = False
-            write_fully(self._writer, self._fd, data)
+            if isinstance(data, list):
+                write_parts_fully(self._writer, self._fd, data)
+                size = sum(len(part) for part in data)
+            else:
+                write_fully(self._writer, self._fd, data)
+                size = len(data)
             for pos, header in batches:
                 self._index(header, mark.size + pos)
         except OSError:
             self.rewind(mark)
             raise
-        self.size = mark.size + len(data)
+        self.size = mark.size + size
         if self.rolling_timestamp is None and batches and batches[0][1].max_timestamp >= 0:
             self.rolling_timestamp = batches[0][1].max_timestamp
         return mark

@@ -63,14 +63,17 @@ def values(log: PartitionLog) -> list[bytes | None]:
 
 @pytest.mark.parametrize("budget", [0, 10, 70], ids=["nothing-written", "torn-header", "torn-records"])
 @pytest.mark.parametrize("error", [errno.ENOSPC, errno.EROFS, errno.EIO], ids=["ENOSPC", "EROFS", "EIO"])
-def test_failed_append_leaves_no_trace_and_writes_resume(tmp_path: Path, budget: int, error: int) -> None:
+# From 16 KiB an append is written as patched headers and the caller's record bytes: a tear inside either.
+@pytest.mark.parametrize("failed_size", [100, 20_000], ids=["copied", "written-in-place"])
+def test_failed_append_leaves_no_trace_and_writes_resume(tmp_path: Path, budget: int, error: int,
+                                                         failed_size: int) -> None:
     disk = FullDisk(error=error)
     log = open_log(tmp_path / "p", disk)
     log.append(batch([b"a", b"b"]), NOW)
     size_before = log.active.size
     disk.budget = budget
     with pytest.raises(KafkaStorageError):
-        log.append(batch([b"c" * 100]), NOW)
+        log.append(batch([b"c" * failed_size]), NOW)
     assert disk.refused == 1
     assert log.log_end_offset == 2 and log.active.size == size_before
     assert os.path.getsize(log.active.log_path) == size_before, "a torn batch was left on disk"

@@ -21,6 +21,7 @@ from minikafka.storage.errors import (
     RecordTooLarge,
     TopicAlreadyExists,
 )
+from minikafka.storage.files import write_parts_fully
 from minikafka.storage.log import PartitionLog
 from minikafka.storage.manager import CLEAN_SHUTDOWN_FILE, LogManager
 
@@ -531,3 +532,67 @@ def _entries(data: bytes, size: int) -> list[tuple[int, int]]:
     fmt = ">ii" if size == 8 else ">qi"
     return [(a, b) if size == 8 else (b, a) for a, b in (struct.unpack_from(fmt, data, p)
                                                          for p in range(0, len(data), size))]
+
+
+@pytest.mark.parametrize("sizes", [[9000, 9000], [30_000], [20_000, 10, 20_000]], ids=["two", "one", "three"])
+def test_big_appends_store_the_bytes_a_patched_copy_would(tmp_path: Path, sizes: list[int]) -> None:
+    """Appends from 16 KiB up are written from the caller's bytes with only the batch headers patched in
+    copies: the file must hold exactly what patching a copy of the whole append gives."""
+    log = open_log(tmp_path / "t-0")
+    log.leader_epoch = 7
+    log.append(batch([b"first"]), NOW)
+    records = b"".join(batch([bytes([65 + index]) * size]) for index, size in enumerate(sizes))
+    assert len(records) >= 16 * 1024
+    start = log.active.size
+    given = bytearray(records)  # mutable, so patching the caller's bytes in place would show
+    appended = log.append(given, NOW)
+    expected = bytearray(records)
+    offset = 1
+    for pos, header in iter_batches(records):
+        struct.pack_into(">q", expected, pos, offset)
+        struct.pack_into(">i", expected, pos + 12, 7)
+        offset += header.last_offset_delta + 1
+    with open(log.active.log_path, "rb") as stored:
+        stored.seek(start)
+        assert stored.read() == bytes(expected)
+    assert (appended.base_offset, appended.last_offset, log.log_end_offset) == (1, len(sizes), len(sizes) + 1)
+    assert given == records, "the caller's bytes are left as they were"
+    assert [value for _offset, value in read_values(log, 1)] == [bytes([65 + i]) * size for i, size in enumerate(sizes)]
+    # The indexes were given the patched headers: lookups land on the batches written.
+    assert [h.base_offset for _p, h in iter_batches(log.read(len(sizes), 1 << 20).records)] == [len(sizes)]
+    log.close()
+    assert [v for _o, v in read_values(open_log(tmp_path / "t-0"), 1)] == [
+        bytes([65 + i]) * size for i, size in enumerate(sizes)]
+
+
+class _ShortWritev:
+    """os.writev that writes at most `most` bytes a call, as a write to a nearly full disk may."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self.calls = 0
+
+    def write(self, fd: int, data: memoryview) -> int:
+        return os.write(fd, data[: self.most])
+
+    def writev(self, fd: int, buffers: list[memoryview]) -> int:
+        self.calls += 1
+        kept, room = [], self.most
+        for buffer in buffers:
+            if room <= 0:
+                break
+            kept.append(buffer[:room])
+            room -= len(kept[-1])
+        return os.writev(fd, kept)
+
+
+def test_parts_written_across_short_writev_calls_arrive_whole_and_in_order(tmp_path: Path) -> None:
+    writer = _ShortWritev(most=7)
+    parts = [b"abc", b"", bytearray(b"defghij"), memoryview(b"0123456789abcdef")[2:12], b"z"]
+    fd = os.open(tmp_path / "f", os.O_CREAT | os.O_WRONLY)
+    try:
+        write_parts_fully(writer, fd, parts)
+    finally:
+        os.close(fd)
+    assert (tmp_path / "f").read_bytes() == b"abcdefghij23456789abz"
+    assert writer.calls >= 3
