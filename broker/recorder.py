@@ -18,9 +18,13 @@ get(), the trace file). Bodies that hold record batches (Produce requests, Fetch
 whole too, their record bytes included, until the ring holds RING_MAX_RECORD_BYTES of them; past that
 the oldest are reduced to snapshots, their field values with each batch cut to a copy of its 61-byte
 header (at most 64 batches an exchange; the rest are counted). Reducing costs about as much as a small
-request, so it is paid only under a data load big enough to need it, where each exchange it reduces
-moved megabytes anyway; with small batches the ring's count evicts them first and nothing is reduced.
-Subscribers (the inspector's live view) get the reduced form at once. bench/trace_cost.py measures it.
+request, so it is paid only under a load of big batches, where each exchange it reduces moved at least
+kilobytes anyway; with small batches the ring's count evicts them first and nothing is reduced. The budget
+is small (2 MiB) because the record buffers the ring keeps alive push every new request's buffers into
+memory that is out of the CPU's caches: with 32 MiB kept, a 1 MiB read from the page cache took 1.5 to 3
+times as long (timed alone), and the broker spent about a third more CPU per fetched message than with
+2 MiB (bench/bench.py consume, alternating rounds). Subscribers (the inspector's live view) get the
+reduced form at once. bench/trace_cost.py measures it.
 
 Filters: the trace file writes only the exchanges the configured filters (minikafka.trace.apis,
 .client.ids, .topics) let through; the ring keeps every exchange, and recent() and subscribe() take
@@ -60,8 +64,8 @@ _SUBSCRIBER_QUEUE = 1000
 # exchanges are large (Metadata for thousands of topics). The kept objects take a small multiple of it.
 RING_MAX_WIRE_BYTES = 64 * 1024 * 1024
 # Wire bytes of exchanges kept whole with their record batches; past it the oldest are reduced to batch
-# summaries (see the module docstring).
-RING_MAX_RECORD_BYTES = 32 * 1024 * 1024
+# summaries (see the module docstring for why it is small). The newest is kept whole whatever its size.
+RING_MAX_RECORD_BYTES = 2 * 1024 * 1024
 _EXCHANGE_FIELDS = tuple(field.name for field in dataclasses.fields(Exchange))
 _exchange_values = operator.attrgetter(*_EXCHANGE_FIELDS)  # in the order Exchange(*values) takes them
 _REQUEST = _EXCHANGE_FIELDS.index("request")
