@@ -139,15 +139,15 @@ def test_consumers_keep_their_assignment_across_a_broker_restart(broker_factory:
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(15)
-    _produce(broker, topic, range(BATCH))
     consumers = [Tracked(broker, group, topic), Tracked(broker, group, topic)]
     try:
-        def settled() -> bool:
-            owned = [c.assigned() for c in consumers]
-            return (_total(consumers) == BATCH and all(len(o) == PARTITIONS // 2 for o in owned)
+        # Each member owns its half before anything is produced: the member that joins first takes every
+        # partition, and with nothing committed the other would read the partitions it is given from 0 again
+        # (a loaded CI run let the first member read records before the second one joined).
+        _poll_until(consumers, lambda: all(len(c.assigned()) == PARTITIONS // 2 for c in consumers)
                     and _describe(broker, group) is not None)
-
-        _poll_until(consumers, settled)
+        _produce(broker, topic, range(BATCH))
+        _poll_until(consumers, lambda: _total(consumers) == BATCH)
         before = _wait_described(broker, group, 2)
         owners_before = [c.assigned() for c in consumers]
         assert sorted(p for epoch_parts in before[1].values() for p in epoch_parts[1]) == list(range(PARTITIONS))
