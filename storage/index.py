@@ -92,9 +92,9 @@ class _AppendOnlyIndex:
         finally:
             pending, self._pending = self._pending, None
             if pending:
-                self._write_at(bytes(pending), self._entry_count() * self.entry.size - len(pending))
+                self._write_at(pending, self._entry_count() * self.entry.size - len(pending))
 
-    def _write_at(self, data: bytes, before: int) -> None:
+    def _write_at(self, data: bytes | bytearray, before: int) -> None:
         """Append whole or not at all: a failed write truncates the file back to `before` bytes."""
         fd = self._open()
         self._unflushed = True

@@ -432,36 +432,32 @@ class PartitionLog:
         offset = base
         append_time = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
         assigned: list[tuple[int, BatchHeader]] = []
-        data: bytearray | list[bytes | bytearray | memoryview]
-        if append_time < 0 and len(records) >= _WRITTEN_IN_PLACE_BYTES:
-            # The fields assigned here (base offset, leader epoch) are outside the CRC: each batch's first bytes
-            # are patched in a copy and its records written from the request, with one writev.
-            data = []
-            view = memoryview(records)
-            written_to = 0
-            for pos, header in batches:
+        # From 16 KiB (and outside LogAppendTime, which changes the CRC) the fields assigned here, base offset
+        # and leader epoch, are patched in a copy of each batch's header and the rest is written from the
+        # caller's bytes with one writev; smaller appends are copied whole and patched in place.
+        from_caller = append_time < 0 and len(records) >= _WRITTEN_IN_PLACE_BYTES
+        data: bytearray | list[bytes | bytearray | memoryview] = [] if from_caller else bytearray(records)
+        view = memoryview(records)
+        written_to = 0
+        for pos, header in batches:
+            if isinstance(data, list):
                 if pos > written_to:
                     data.append(view[written_to:pos])
-                head = bytearray(view[pos:pos + HEADER_SIZE])
-                set_base_offset(head, 0, offset)
-                set_partition_leader_epoch(head, 0, self.leader_epoch)
-                assigned.append((pos, BatchHeader.parse_header_only(head, 0)))
-                data += (head, view[pos + HEADER_SIZE:pos + header.size])
+                target, at = bytearray(view[pos:pos + HEADER_SIZE]), 0
+                data += (target, view[pos + HEADER_SIZE:pos + header.size])
                 written_to = pos + header.size
-                offset += header.last_offset_delta + 1
-            if written_to < len(records):
-                data.append(view[written_to:])
-        else:
-            data = bytearray(records)
-            for pos, header in batches:
-                set_base_offset(data, pos, offset)
-                set_partition_leader_epoch(data, pos, self.leader_epoch)
-                if append_time >= 0:
-                    set_log_append_time(data, pos, header, append_time)
-                assigned.append((pos, BatchHeader.parse_header_only(data, pos)))
-                offset += header.last_offset_delta + 1
+            else:
+                target, at = data, pos
+            set_base_offset(target, at, offset)
+            set_partition_leader_epoch(target, at, self.leader_epoch)
+            if append_time >= 0:
+                set_log_append_time(target, at, header, append_time)
+            assigned.append((pos, BatchHeader.parse_header_only(target, at)))
+            offset += header.last_offset_delta + 1
+        if isinstance(data, list) and written_to < len(records):
+            data.append(view[written_to:])
         try:
-            self._maybe_roll(len(data), assigned[0][1] if assigned else None, now_ms)
+            self._maybe_roll(len(records), assigned[0][1] if assigned else None, now_ms)
             segment = self.active
             mark = segment.append(data, assigned)
         except OSError as exc:

@@ -41,7 +41,7 @@ from typing import Any
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import CorruptRecord, ErrorCode, KafkaError
-from minikafka.protocol.records import MAGIC_V2, BatchHeader, is_crc_valid
+from minikafka.protocol.records import MAGIC_OFFSET, MAGIC_V2, BatchHeader, is_crc_valid
 from minikafka.storage.errors import InvalidTopic, RecordValidationError
 
 from ..context import RequestContext
@@ -58,8 +58,6 @@ TOPIC_IDS_FROM = 13
 _RETRIABLE_AS_NOT_ENOUGH_REPLICAS = frozenset({ErrorCode.concurrent_transactions,
                                                ErrorCode.coordinator_load_in_progress,
                                                ErrorCode.coordinator_not_available, ErrorCode.not_coordinator})
-
-_MAGIC_OFFSET = 16
 
 
 class InvalidRecord(KafkaError):
@@ -96,8 +94,8 @@ def validate_batch(records: bytes | None) -> BatchHeader:
     """The single v2 batch of a produce partition, with its header and CRC checked."""
     if not records:
         raise InvalidRecord("produce requests v3+ must have exactly one record batch per partition")
-    if len(records) > _MAGIC_OFFSET and records[_MAGIC_OFFSET] != MAGIC_V2:
-        raise InvalidRecord(f"record batch magic {records[_MAGIC_OFFSET]} is not allowed in produce v3+")
+    if len(records) > MAGIC_OFFSET and records[MAGIC_OFFSET] != MAGIC_V2:
+        raise InvalidRecord(f"record batch magic {records[MAGIC_OFFSET]} is not allowed in produce v3+")
     header = BatchHeader.parse(records, 0)
     if header.size != len(records):
         if header.size < len(records):

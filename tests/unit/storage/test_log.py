@@ -596,3 +596,13 @@ def test_parts_written_across_short_writev_calls_arrive_whole_and_in_order(tmp_p
         os.close(fd)
     assert (tmp_path / "f").read_bytes() == b"abcdefghij23456789abz"
     assert writer.calls >= 3
+
+
+def test_big_appends_written_from_the_callers_bytes_roll_by_their_byte_size(tmp_path: Path) -> None:
+    """The roll check counts an append's bytes, however they are handed to the segment."""
+    log = open_log(tmp_path / "t-0", LogConfig(segment_bytes=50_000))
+    for index in range(3):
+        log.append(batch([bytes([65 + index]) * 20_000]), NOW)
+    assert [segment.base_offset for segment in log.segments] == [0, 2]
+    assert all(segment.size <= 50_000 for segment in log.segments)
+    assert [value for _offset, value in read_values(log)] == [bytes([65 + i]) * 20_000 for i in range(3)]
