@@ -10,22 +10,31 @@ past it, connections wait before handling the request they read.
 
 One task per connection: no hand-off between a reader and a processor, which cost two turns of the
 event loop per request.
+
+A Fetch's big record sets are file regions (protocol/regions.py) sent with sendfile(2), as Kafka sends
+FileRecords: the transport's buffer is emptied first, then the bytes go from the page cache to the
+socket. Where the bytes must pass through the process anyway (TLS, a wire tap) they are read instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 from typing import TYPE_CHECKING
 
 import structlog
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import InvalidRequest
 from minikafka.protocol.framing import BadFrameSize, FrameReceiver, encode_frame
+from minikafka.protocol.regions import FileRegion, materialized
 
 from .context import RequestContext
 from .dispatch import CloseConnection, dispatch
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .cluster import Node
     from .security.session import Session
     from .services import BrokerServices
@@ -62,6 +71,10 @@ class Connection:
         self.last_active = services.clock.monotonic()
         self._request_slots = request_slots
         self._request_context: RequestContext | None = None  # the context of the request being handled
+        sock = writer.get_extra_info("socket")
+        # The socket sendfile writes to; -1 where the bytes must go through the transport (TLS).
+        self._sendfile_fd = (sock.fileno() if sock is not None and writer.get_extra_info("ssl_object") is None
+                             and hasattr(os, "sendfile") else -1)
 
     def _context(self, api_key: int, api_version: int, correlation_id: int, client_id: str | None) -> RequestContext:
         self._request_context = RequestContext(
@@ -91,8 +104,8 @@ class Connection:
         services = self.services
         observers = services.observers
         frames, writer = self.frames, self.writer
-        # Responses not sent yet, as the buffers of their frames (a Fetch's record sets are buffers of their own).
-        held: list[bytes | bytearray | memoryview] = []
+        # Responses not sent yet, as the buffers of their frames (a Fetch's record sets are parts of their own).
+        held: list[bytes | memoryview | FileRegion] = []
         held_responses = 0
         try:
             while not self.closing:
@@ -109,13 +122,15 @@ class Connection:
                     finally:
                         self.busy = False
                     if response is not None:
-                        parts = response.parts()
+                        parts: Sequence[bytes | memoryview | FileRegion] = response.parts()
+                        if response.has_regions and (observers.taps or self._sendfile_fd < 0):
+                            parts = materialized(parts)
                         if observers.taps:
-                            observers.tap("frame", self.connection_id, False, b"".join(parts))
+                            observers.tap("frame", self.connection_id, False, b"".join(parts))  # type: ignore[arg-type]
                         held.extend(parts)
                         held_responses += 1
                         if frames.next_api_key() != ApiKey.PRODUCE or held_responses >= _MAX_HELD_RESPONSES:
-                            writer.writelines(held)
+                            await self._send(held)
                             held.clear()
                             held_responses = 0
                             # Returns at once below the transport's high-water mark; otherwise waits until the
@@ -128,7 +143,7 @@ class Connection:
                     return
                 if context is not None and context.mute_ms:
                     if held:
-                        writer.writelines(held)
+                        await self._send(held)
                         held.clear()
                         held_responses = 0
                     # Real time: the client times its back-off in real time, manual clock or not.
@@ -149,4 +164,70 @@ class Connection:
             _log.exception("request failed; closing connection", connection_id=self.connection_id, peer=self.peer)
         finally:
             if held and not writer.is_closing():
-                writer.writelines(held)  # answered before the close, as the requests were read
+                with contextlib.suppress(Exception):  # reading a file region can fail too; the connection ends anyway
+                    writer.writelines(materialized(held))  # answered before the close, as the requests were read
+
+    async def _send(self, parts: list[bytes | memoryview | FileRegion]) -> None:
+        """Write `parts` in order: buffers through the transport, file regions with sendfile."""
+        writer = self.writer
+        if not any(type(part) is FileRegion for part in parts):
+            writer.writelines(parts)  # type: ignore[arg-type]
+            return
+        start = 0
+        for index, part in enumerate(parts):
+            if type(part) is FileRegion:
+                if index > start:
+                    writer.writelines(parts[start:index])  # type: ignore[arg-type]
+                start = index + 1
+                await self._sendfile(part)
+        if start < len(parts):
+            writer.writelines(parts[start:])  # type: ignore[arg-type]
+
+    async def _sendfile(self, region: FileRegion) -> None:
+        transport = self.writer.transport
+        if transport.get_write_buffer_size():
+            # sendfile writes to the socket itself: what the transport still holds must be sent before.
+            low, high = transport.get_write_buffer_limits()
+            transport.set_write_buffer_limits(high=0, low=0)
+            try:
+                await self.writer.drain()
+            finally:
+                transport.set_write_buffer_limits(high=high, low=low)
+        position, remaining = region.offset, region.length
+        waiter_fd = -1
+        try:
+            while remaining:
+                if transport.is_closing():
+                    raise ConnectionResetError("connection closed while sending a response")
+                try:
+                    sent = os.sendfile(self._sendfile_fd, region.fd, position, remaining)
+                except BlockingIOError:
+                    if waiter_fd < 0:
+                        # uvloop refuses to watch a descriptor its transport owns; a duplicate is an epoll
+                        # entry of its own for the same socket.
+                        waiter_fd = os.dup(self._sendfile_fd)
+                    await _writable(waiter_fd)
+                    continue
+                if sent == 0:
+                    raise EOFError(f"{region!r}: the file ended {remaining} bytes early")
+                position += sent
+                remaining -= sent
+        finally:
+            if waiter_fd >= 0:
+                os.close(waiter_fd)
+
+
+async def _writable(fd: int) -> None:
+    """Wait until the socket `fd` can take more bytes (or has failed, which the next write reports)."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_writer(fd, wake)
+    try:
+        await ready
+    finally:
+        loop.remove_writer(fd)

@@ -26,6 +26,7 @@ from .encoder import FrameBuffer, writer_for
 from .errors import InvalidRequest
 from .guard import check_request
 from .kio_fixups import describe_transactions_without_negative_times
+from .regions import materialized
 
 _PEEK = struct.Struct(">hhi")
 _CORRELATION = struct.Struct(">i")
@@ -157,7 +158,7 @@ def response_frame(correlation_id: int, body: Any) -> FrameBuffer:
 
 def encode_response(correlation_id: int, body: Any) -> bytes:
     """A whole response frame in one piece; for tools and tests."""
-    return b"".join(response_frame(correlation_id, body).parts())
+    return b"".join(materialized(response_frame(correlation_id, body).parts()))
 
 
 def encode_request(correlation_id: int, body: Any, client_id: str | None = "minikafka") -> bytes:

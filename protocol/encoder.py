@@ -32,6 +32,8 @@ from kio.serial._introspect import (
 )
 from kio.serial.errors import OutOfBoundValue
 
+from .regions import FileRegion
+
 Writer = Callable[[bytearray, Any], None]
 
 # Record sets at least this big are not copied into a frame being built (below: FrameBuffer).
@@ -43,28 +45,33 @@ class FrameBuffer(bytearray):
     place in the frame instead of being copied in. A Fetch response is mostly record bytes read from the
     log; copying them into the frame and the frame into a bytes object cost half of a Fetch's CPU.
 
-    Only immutable `bytes` are kept aside, so what is sent is what was encoded."""
+    Only immutable `bytes` and file regions (protocol/regions.py) are kept aside, so what is sent is what
+    was encoded."""
 
-    __slots__ = ("spilled",)
+    __slots__ = ("has_regions", "spilled")
 
     def __init__(self, prefix: bytes = b"") -> None:
         super().__init__(prefix)
-        self.spilled: list[tuple[int, bytes]] = []  # (position in this buffer, record bytes that go there)
+        # (position in this buffer, the record set that goes there)
+        self.spilled: list[tuple[int, bytes | FileRegion]] = []
+        self.has_regions = False
 
-    def spill(self, data: bytes) -> None:
+    def spill(self, data: bytes | FileRegion) -> None:
         self.spilled.append((len(self), data))
+        if type(data) is FileRegion:
+            self.has_regions = True
 
     @property
     def frame_size(self) -> int:
         """Bytes of the whole frame: this buffer's and those kept aside."""
         return len(self) + sum(len(data) for _position, data in self.spilled)
 
-    def parts(self) -> list[bytes | memoryview]:
-        """The frame as buffers to send in order (one when nothing was kept aside)."""
+    def parts(self) -> list[bytes | memoryview | FileRegion]:
+        """The frame as buffers and file regions to send in order (one buffer when nothing was kept aside)."""
         if not self.spilled:
             return [self]  # type: ignore[list-item]  # a bytearray: sent as it is
         view = memoryview(self)
-        parts: list[bytes | memoryview] = []
+        parts: list[bytes | memoryview | FileRegion] = []
         start = 0
         for position, data in self.spilled:
             if position > start:
@@ -118,7 +125,7 @@ class _Source:
         self.names: dict[str, Any] = {
             "_uvarint": _uvarint, "_legacy_length16": _legacy_length16, "_legacy_length32": _legacy_length32,
             "_not_none": _not_none, "_ZERO_UUID": _ZERO_UUID, "_MISSING": MISSING,
-            "_FrameBuffer": FrameBuffer, "_SPILL_MIN": SPILL_MIN_BYTES,
+            "_FrameBuffer": FrameBuffer, "_SPILL_MIN": SPILL_MIN_BYTES, "_FileRegion": FileRegion,
         }
         self._counter = 0
 
@@ -198,8 +205,11 @@ def _emit_blob(src: _Source, indent: int, out: str, data: str, kafka_type: str) 
     if kafka_type != "records":
         src.emit(indent, f"{out} += {data}")
         return
-    src.emit(indent, f"if type({out}) is _FrameBuffer and type({data}) is bytes and len({data}) >= _SPILL_MIN:")
+    src.emit(indent, f"if type({out}) is _FrameBuffer and (type({data}) is bytes and len({data}) >= _SPILL_MIN"
+                     f" or type({data}) is _FileRegion):")
     src.emit(indent + 1, f"{out}.spill({data})")
+    src.emit(indent, f"elif type({data}) is _FileRegion:")
+    src.emit(indent + 1, f"{out} += {data}.read()")
     src.emit(indent, "else:")
     src.emit(indent + 1, f"{out} += {data}")
 

@@ -42,6 +42,7 @@ from .records import (
     decode_batch,
     parse_control_record,
 )
+from .regions import FileRegion
 
 # Longest `bytes` field value shown in base64; longer ones only by size.
 MAX_BYTES_SHOWN = 256
@@ -57,6 +58,9 @@ _NONE = ErrorCode.none
 _WHITESPACE = frozenset("\t\n\r")
 _DELETE_HORIZON_FLAG = 0x40
 _BATCH_LENGTH = struct.Struct(">i")  # at byte 8 of a batch; enough to step over it without parsing
+# Bytes read at a time when batch headers are taken from a file region: several small batches' headers
+# per read, and no more than one page past a big batch's header.
+_REGION_WINDOW = 4096
 
 TopicResolver = Callable[[uuid.UUID], "str | None"]
 
@@ -210,8 +214,11 @@ class Batches:
 
     __slots__ = ("headers", "not_shown", "partial", "size")
 
-    def __init__(self, records: bytes | bytearray | memoryview, walk: Walk) -> None:
+    def __init__(self, records: bytes | bytearray | memoryview | FileRegion, walk: Walk) -> None:
         self.size = size = len(records)
+        if isinstance(records, FileRegion):
+            self._from_region(records, walk)
+            return
         # Slicing bytes copies; a slice of anything else is copied with bytes(), or a view would keep the
         # whole buffer alive.
         source = records if type(records) is bytes else memoryview(records)
@@ -239,6 +246,39 @@ class Batches:
         if self.partial >= HEADER_SIZE:  # unreadable rather than partial: keep its header to say why
             header = source[position:position + HEADER_SIZE]
             headers.append((position, bytes(header) if copy else header))  # type: ignore[arg-type]
+
+    def _from_region(self, region: FileRegion, walk: Walk) -> None:
+        """As above, with the headers read from the file: the record bytes were never in memory."""
+        size = self.size
+        headers: list[tuple[int, bytes]] = []
+        self.headers = headers
+        self.not_shown = 0
+        budget = walk.batch_budget
+        unpack_length = _BATCH_LENGTH.unpack_from
+        window, start = b"", 0
+        position = 0
+        while size - position >= HEADER_SIZE:
+            if position + HEADER_SIZE > start + len(window):
+                window, start = region.pread(position, _REGION_WINDOW), position
+                if len(window) < HEADER_SIZE:
+                    break  # the file is shorter than the region now; what is left counts as partial
+            at = position - start
+            end = position + LOG_OVERHEAD + unpack_length(window, at + 8)[0]
+            if end > size or end - position < HEADER_SIZE:
+                break
+            if budget > 0:
+                budget -= 1
+                headers.append((position, window[at:at + HEADER_SIZE]))
+            else:
+                self.not_shown += 1
+            position = end
+        walk.batch_budget = budget
+        walk.records_bytes += size
+        self.partial = size - position
+        if self.partial >= HEADER_SIZE:
+            header = region.pread(position, HEADER_SIZE)
+            if len(header) == HEADER_SIZE:
+                headers.append((position, header))
 
 
 def snapshot(obj: Any, plan: Plan, walk: Walk) -> Any:
@@ -381,8 +421,12 @@ def render_batches(batches: Batches) -> dict[str, Any]:
     return out
 
 
-def render_records(records: bytes | bytearray | memoryview, walk: Walk) -> dict[str, Any]:
+def render_records(records: bytes | bytearray | memoryview | FileRegion, walk: Walk) -> dict[str, Any]:
     """{"sizeInBytes", "batches": [...]} from the batch headers; see the module docstring."""
+    if isinstance(records, FileRegion):
+        if not walk.decode_records:
+            return render_batches(Batches(records, walk))
+        records = records.read()
     size = len(records)
     batches: list[dict[str, Any]] = []
     out: dict[str, Any] = {"sizeInBytes": size, "batches": batches}

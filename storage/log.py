@@ -38,6 +38,7 @@ from minikafka.protocol.records import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
+from minikafka.protocol.regions import FileRegion
 
 from .config import LogConfig
 from .epochs import LEADER_EPOCH_FILE, LeaderEpochCache
@@ -70,6 +71,9 @@ _log = structlog.get_logger("minikafka.storage")
 # Appends at least this big are written from the caller's bytes with their batch headers patched in copies;
 # smaller ones are copied whole and patched there (one buffer is cheaper than a writev of pieces).
 _WRITTEN_IN_PLACE_BYTES = 16 * 1024
+# Reads at least this big may stay in the file as a region sent with sendfile (`read(as_region=True)`);
+# below it, reading the bytes is cheaper than a sendfile call of their own.
+REGION_MIN_BYTES = 64 * 1024
 
 
 def fsync_dir(directory: Path) -> None:
@@ -103,7 +107,7 @@ class AppendResult:
 
 @dataclass(frozen=True, slots=True)
 class ReadResult:
-    records: bytes
+    records: bytes | FileRegion
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
@@ -546,19 +550,22 @@ class PartitionLog:
         return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
     def read(self, offset: int, max_bytes: int, *, upper_bound: int | None = None,
-             min_one_batch: bool = True) -> ReadResult:
+             min_one_batch: bool = True, as_region: bool = False) -> ReadResult:
         """Batches from the one holding `offset`, at most `max_bytes` (a whole first batch if
         `min_one_batch`), never at or past `upper_bound`. Like Kafka, the last batch of a slice may
-        be cut short; clients discard a partial trailing batch. Reads stay within one segment."""
-        return self._on_disk(lambda: self._read(offset, max_bytes, upper_bound, min_one_batch))
+        be cut short; clients discard a partial trailing batch. Reads stay within one segment.
+        With `as_region`, a slice of REGION_MIN_BYTES or more stays in the file (a FileRegion, for a
+        response that sends it with sendfile)."""
+        return self._on_disk(lambda: self._read(offset, max_bytes, upper_bound, min_one_batch, as_region))
 
-    def _read(self, offset: int, max_bytes: int, upper_bound: int | None, min_one_batch: bool) -> ReadResult:
+    def _read(self, offset: int, max_bytes: int, upper_bound: int | None, min_one_batch: bool,
+              as_region: bool) -> ReadResult:
         end = self.log_end_offset
         if offset < self.log_start_offset or offset > end:
             raise OffsetOutOfRange(
                 f"offset {offset} is outside [{self.log_start_offset}, {end}] of {self.topic}-{self.partition}")
         bound = end if upper_bound is None else min(upper_bound, end)
-        records = b""
+        records: bytes | FileRegion = b""
         index = self._segment_index(offset)
         while offset < bound and index < len(self.segments):
             segment = self.segments[index]
@@ -573,7 +580,9 @@ class PartitionLog:
             length = min(max_bytes, limit - position)
             if min_one_batch and header.size > length:
                 length = header.size
-            if length > 0:
+            if as_region and length >= REGION_MIN_BYTES:
+                records = segment.region(position, length)
+            elif length > 0:
                 records = segment.read(position, length)
             break
         return ReadResult(records, self.high_watermark, self.log_start_offset, end)

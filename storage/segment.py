@@ -26,6 +26,7 @@ from minikafka.protocol.records import (
     decode_batch,
     is_crc_valid,
 )
+from minikafka.protocol.regions import FileRegion
 
 from .files import OS_WRITER, FileWriter, write_fully, write_parts_fully
 from .index import OffsetIndex, TimeIndex, TransactionIndex
@@ -92,6 +93,10 @@ class LogSegment:
         # flush of an untouched segment is skipped: on ext4 each fsync is a journal commit, and a
         # shutdown fsyncing every empty partition of __consumer_offsets took hundreds of ms.
         self._unflushed = False
+        # Regions of the file a response still holds (protocol/regions.py): until the last one goes,
+        # closing the segment leaves the descriptor open for them.
+        self._open_regions = 0
+        self._fd_after_regions = -1
 
     # --- opening and recovery ------------------------------------------------------------
 
@@ -309,6 +314,19 @@ class LogSegment:
     def read(self, position: int, length: int) -> bytes:
         return os.pread(self._fd, length, position)
 
+    def region(self, position: int, length: int) -> FileRegion:
+        """The bytes `read` would return, left in the file (see protocol/regions.py)."""
+        if self._fd < 0:
+            raise ValueError(f"{self.log_path} is closed")
+        self._open_regions += 1
+        return FileRegion(self._fd, position, length, self._region_ended)
+
+    def _region_ended(self) -> None:
+        self._open_regions -= 1
+        if self._open_regions == 0 and self._fd_after_regions >= 0:
+            fd, self._fd_after_regions = self._fd_after_regions, -1
+            os.close(fd)
+
     def find_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp` in this segment."""
         start = self.time_index.lookup(timestamp)
@@ -382,7 +400,10 @@ class LogSegment:
 
     def close(self) -> None:
         if self._fd >= 0:
-            os.close(self._fd)
+            if self._open_regions:
+                self._fd_after_regions = self._fd
+            else:
+                os.close(self._fd)
             self._fd = -1
         self.offset_index.close()
         self.time_index.close()

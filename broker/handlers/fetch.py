@@ -12,6 +12,8 @@ Behavior:
   the aborted transactions overlapping the fetched range (from `.txnindex`) so clients drop their
   records; for read_uncommitted that list is null, as in Kafka.
 - An empty partition has empty records, never null: librdkafka rejects a null MessageSet.
+- A partition's slice of REGION_MIN_BYTES (64 KiB) or more is not read here: it stays a region of the
+  segment file, sent with sendfile as Kafka sends FileRecords (broker/connection.py).
 - Fetch sessions: none are created (session id 0, KIP-227 "sessionless"), so clients send full
   fetches; an incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND.
 - OFFSET_OUT_OF_RANGE when fetch_offset is below the log start or above the log end.
@@ -88,7 +90,7 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[list[dict[str, Any]], 
                 upper = last_stable if committed else log.high_watermark
                 if limit > 0 or gathered == 0:
                     read = log.read(part.fetch_offset, max(limit, 0), upper_bound=upper,
-                                    min_one_batch=gathered == 0)
+                                    min_one_batch=gathered == 0, as_region=True)
                     entry["records"] = read.records
                     gathered += len(read.records)
                 elif part.fetch_offset < log.log_start_offset or part.fetch_offset > log.log_end_offset:

@@ -137,6 +137,21 @@ def test_confluent_over_ssl_without_client_certificate(tls_broker: Callable[...,
     assert [(b.host, b.port) for b in metadata.brokers.values()] == [("127.0.0.1", broker.ssl_port)]
 
 
+def test_big_record_sets_over_ssl_are_the_bytes_sent_with_sendfile_in_plaintext(
+        tls_broker: Callable[..., TlsBroker]) -> None:
+    """Over TLS the broker reads record sets into memory to encrypt them; in plaintext it sends them from the
+    file with sendfile. Both give the same records, in batches bigger than sendfile's threshold."""
+    broker = tls_broker()
+    topic = unique_topic("tlsbig")
+    values = [os.urandom(10_000).hex().encode() for _ in range(100)]
+    producer = Producer({**broker.confluent(), "linger.ms": 200, "batch.size": 1_000_000})
+    for value in values:
+        producer.produce(topic, value)
+    assert producer.flush(20) == 0
+    assert [value for _key, value in consume_tls(broker.confluent(), topic, len(values))] == values
+    assert [r.value for r in consume(broker.plaintext_bootstrap, topic, len(values))] == values
+
+
 def test_confluent_client_certificate_is_the_principal(tls_broker: Callable[..., TlsBroker],
                                                        alice: ClientCertificate) -> None:
     broker = tls_broker("required", encrypted_key=True)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
+import os
 import struct
 import uuid
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -28,6 +31,9 @@ from minikafka.protocol.codec import (
 )
 from minikafka.protocol.encoder import SPILL_MIN_BYTES, FrameBuffer
 from minikafka.protocol.errors import InvalidRequest
+from minikafka.protocol.records import Record, build_batch
+from minikafka.protocol.regions import FileRegion, materialized
+from minikafka.protocol.render import MAX_BATCHES_SUMMARISED, Batches, Walk, render_batches, render_records
 
 
 def _body(frame: bytes) -> bytes:
@@ -167,3 +173,67 @@ def test_a_frame_buffer_ends_with_a_record_set_or_starts_with_one() -> None:
     assert [bytes(part) for part in ending.parts()] == [b"head", records]
     assert [bytes(part) for part in starting.parts()] == [records, b"tail"]
     assert (ending.frame_size, starting.frame_size) == (4 + len(records), len(records) + 4)
+
+
+# --- file regions: record sets left in the log file, sent with sendfile --------------------------------
+
+
+def _region_of(tmp_path: Path, data: bytes, lead: bytes = b"lead") -> tuple[FileRegion, list[int]]:
+    """A region over `data` in a file that has other bytes before it; the list counts its releases."""
+    path = tmp_path / "segment.log"
+    path.write_bytes(lead + data + b"trail")
+    fd = os.open(path, os.O_RDONLY)
+    released: list[int] = []
+
+    def ended() -> None:
+        released.append(fd)
+        os.close(fd)
+
+    return FileRegion(fd, len(lead), len(data), ended), released
+
+
+@pytest.mark.parametrize("version", [4, 12, 16])
+def test_a_file_region_is_a_part_of_its_own_and_encodes_as_its_bytes(tmp_path: Path, version: int) -> None:
+    records = bytes(range(256)) * 300
+    region, released = _region_of(tmp_path, records)
+    body = _fetch_response(version, [b"small", region, records])  # type: ignore[list-item]
+    frame = response_frame(5, body)
+    parts = frame.parts()
+    assert frame.has_regions and [part for part in parts if type(part) is FileRegion] == [region]
+    wire = b"".join(materialized(parts))
+    expected = encode_response(5, _fetch_response(version, [b"small", records, records]))
+    assert wire == expected and frame.frame_size == len(wire)
+    assert encode_response(5, body) == expected  # tools and tests get the bytes read from the file
+    del body, frame, parts, region
+    gc.collect()
+    assert len(released) == 1  # the last reference gone, the region let go of its file once
+
+
+def test_a_region_read_from_a_file_cut_short_is_an_error(tmp_path: Path) -> None:
+    region, _released = _region_of(tmp_path, b"x" * 100)
+    os.truncate(tmp_path / "segment.log", 50)
+    with pytest.raises(EOFError, match="ends after 46 bytes"):
+        region.read()
+
+
+def _batches(sizes: list[int]) -> bytes:
+    return b"".join(build_batch([Record(None, b"v" * size, (), 1_700_000_000_000 + index)], base_offset=index)
+                    for index, size in enumerate(sizes))
+
+
+@pytest.mark.parametrize("sizes", [
+    [10, 70_000, 5, 200_000],  # headers in one window and far apart
+    [30] * (MAX_BATCHES_SUMMARISED + 40),  # more than are summarised: the rest counted
+    [], [8_000],
+])
+@pytest.mark.parametrize("cut", [0, 1, 70])  # a fetch may end in part of a batch
+def test_batch_summaries_from_a_region_are_those_from_its_bytes(tmp_path: Path, sizes: list[int], cut: int) -> None:
+    records = _batches(sizes)
+    records = records[:len(records) - cut] if cut < len(records) else records
+    region, _released = _region_of(tmp_path, records)
+    from_bytes, from_region = Walk(), Walk()
+    assert render_batches(Batches(region, from_region)) == render_batches(Batches(records, from_bytes))
+    assert (from_region.batch_budget, from_region.records_bytes) == (from_bytes.batch_budget, from_bytes.records_bytes)
+    assert render_records(region, Walk()) == render_records(records, Walk())
+    decoded = render_records(region, Walk(decode_records=True))
+    assert decoded == render_records(records, Walk(decode_records=True))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import struct
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from minikafka.protocol.records import BatchHeader, Record, build_batch, decode_all, iter_batches
+from minikafka.protocol.regions import FileRegion
 from minikafka.storage.clock import ManualClock
 from minikafka.storage.config import LogConfig, log_config_from_broker_properties, resolve_log_config
 from minikafka.storage.errors import (
@@ -22,7 +24,7 @@ from minikafka.storage.errors import (
     TopicAlreadyExists,
 )
 from minikafka.storage.files import write_parts_fully
-from minikafka.storage.log import PartitionLog
+from minikafka.storage.log import REGION_MIN_BYTES, PartitionLog
 from minikafka.storage.manager import CLEAN_SHUTDOWN_FILE, LogManager
 
 NOW = 1_700_000_000_000
@@ -606,3 +608,58 @@ def test_big_appends_written_from_the_callers_bytes_roll_by_their_byte_size(tmp_
     assert [segment.base_offset for segment in log.segments] == [0, 2]
     assert all(segment.size <= 50_000 for segment in log.segments)
     assert [value for _offset, value in read_values(log)] == [bytes([65 + i]) * 20_000 for i in range(3)]
+
+
+# --- reads left in the file: regions a Fetch sends with sendfile ------------------------------------------
+
+
+def _open_descriptor_targets() -> set[str]:
+    return {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+            if os.path.exists(f"/proc/self/fd/{fd}")}
+
+
+def test_big_reads_can_stay_in_the_file_as_regions_small_ones_are_bytes(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    log.append(batch([b"s" * 100]), NOW)
+    big = [bytes([i]) * 40_000 for i in range(3)]
+    log.append(batch(big), NOW)  # one batch over REGION_MIN_BYTES
+    small = log.read(0, 1 << 20, upper_bound=1, as_region=True).records
+    assert type(small) is bytes and small == log.read(0, 1 << 20, upper_bound=1).records
+    region = log.read(0, 1 << 20, as_region=True).records
+    assert isinstance(region, FileRegion) and len(region) >= REGION_MIN_BYTES
+    assert region.read() == log.read(0, 1 << 20).records
+    assert [value for _offset, value in read_values(log)] == [b"s" * 100, *big]
+
+
+def test_a_region_outlives_the_deletion_of_its_segment_then_its_file_is_closed(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", LogConfig(segment_bytes=REGION_MIN_BYTES))
+    for index in range(3):
+        log.append(batch([bytes([index]) * REGION_MIN_BYTES]), NOW)  # a segment each
+    expected = log.read(0, 1 << 20).records
+    first_segment = str(log.segments[0].log_path)
+    region = log.read(0, 1 << 20, as_region=True).records
+    other = log.read(0, 1 << 20, as_region=True).records
+    assert isinstance(region, FileRegion) and isinstance(other, FileRegion)
+    log.delete_records_before(2)  # retention's way of deleting: the first two segments go
+    assert not os.path.exists(first_segment) and log.segments[0].base_offset == 2
+    assert region.read() == other.read() == expected  # what was read is still what is sent
+    del region
+    gc.collect()
+    assert f"{first_segment} (deleted)" in _open_descriptor_targets()  # `other` still reads from it
+    del other
+    gc.collect()
+    assert f"{first_segment} (deleted)" not in _open_descriptor_targets()
+    log.close()
+
+
+def test_closing_a_log_leaves_open_regions_readable(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    log.append(batch([b"r" * REGION_MIN_BYTES]), NOW)
+    expected = log.read(0, 1 << 20).records
+    region = log.read(0, 1 << 20, as_region=True).records
+    log.close()
+    path = str(tmp_path / "t-0" / "00000000000000000000.log")
+    assert isinstance(region, FileRegion) and region.read() == expected and path in _open_descriptor_targets()
+    del region
+    gc.collect()
+    assert path not in _open_descriptor_targets()
