@@ -7,9 +7,14 @@ Integer.MIN_VALUE to 0 where Math.abs would return it unchanged.
 
 from __future__ import annotations
 
+import functools
+
 _INT_MIN = -(2**31)
 
 
+# Cached: every transactional request and every group request places its id, and the hash is a Python
+# loop over the id's UTF-16 code units (1-2% of a transaction's broker CPU before).
+@functools.lru_cache(maxsize=4096)
 def java_string_hash(text: str) -> int:
     """java.lang.String.hashCode: h = 31*h + c over UTF-16 code units, int32 wrap-around."""
     h = 0
