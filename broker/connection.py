@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,8 @@ _log = structlog.get_logger("minikafka.connection")
 # waits for it, so the pipeline is answered in one send() (on loopback each send also runs the client's
 # receive path). Bounded so a long pipeline is still answered as it goes.
 _MAX_HELD_RESPONSES = 8
+# sendfile(2)'s errors for a pair of descriptors it cannot copy between (nothing sent yet).
+_SENDFILE_UNSUPPORTED = frozenset((errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP))
 
 
 class Connection:
@@ -185,6 +188,9 @@ class Connection:
 
     async def _sendfile(self, region: FileRegion) -> None:
         transport = self.writer.transport
+        if self._sendfile_fd < 0:  # sendfile turned out unsupported for an earlier region
+            self.writer.write(region.read())
+            return
         if transport.get_write_buffer_size():
             # sendfile writes to the socket itself: what the transport still holds must be sent before.
             low, high = transport.get_write_buffer_limits()
@@ -208,6 +214,16 @@ class Connection:
                         waiter_fd = os.dup(self._sendfile_fd)
                     await _writable(waiter_fd)
                     continue
+                except OSError as exc:
+                    if exc.errno not in _SENDFILE_UNSUPPORTED or position != region.offset:
+                        raise
+                    # A file system or socket sendfile cannot copy between: the bytes go through the
+                    # transport, for this region and the rest of the connection.
+                    _log.info("sendfile unsupported here; record sets are read and written",
+                              connection_id=self.connection_id, error=str(exc))
+                    self._sendfile_fd = -1
+                    self.writer.write(region.read())
+                    return
                 if sent == 0:
                     raise EOFError(f"{region!r}: the file ended {remaining} bytes early")
                 position += sent

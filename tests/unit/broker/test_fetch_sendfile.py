@@ -8,6 +8,7 @@ test_tls.py)."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import inspect
 import os
 import socket
@@ -158,6 +159,15 @@ def _records(frame: bytes) -> tuple[int, list[bytes]]:
     return correlation_id, [partition.records for partition in topic.partitions]
 
 
+async def _answers_a_new_connection(server: BrokerServer) -> None:
+    assert server.node is not None
+    stream_reader, writer = await asyncio.open_connection("127.0.0.1", server.node.port)
+    writer.write(encode_request(9, ApiVersionsRequest()))
+    (size,) = struct.unpack(">i", await asyncio.wait_for(stream_reader.readexactly(4), DEADLINE_S))
+    assert decode_response(await stream_reader.readexactly(size), ApiKey.API_VERSIONS, 0)[0] == 9
+    writer.close()
+
+
 @on_each_loop
 async def test_record_sets_reach_a_reader_slower_than_the_socket_whole(
         server: BrokerServer, writable_waits: list[int]) -> None:
@@ -220,11 +230,7 @@ async def test_a_reader_leaving_mid_answer_ends_only_its_connection(
     await _until(lambda: bool(writable_waits), "the broker to wait for the reader mid-answer")
     reader.close()
     await _until(lambda: server.connection_count == 0, "the connection to end")
-    stream_reader, writer = await asyncio.open_connection("127.0.0.1", server.node.port)
-    writer.write(encode_request(9, ApiVersionsRequest()))
-    (size,) = struct.unpack(">i", await asyncio.wait_for(stream_reader.readexactly(4), DEADLINE_S))
-    assert decode_response(await stream_reader.readexactly(size), ApiKey.API_VERSIONS, 0)[0] == 9
-    writer.close()
+    await _answers_a_new_connection(server)
 
 
 @on_each_loop
@@ -254,3 +260,48 @@ async def test_a_wire_tap_sees_the_record_sets_that_are_sent(server: BrokerServe
         reader.close()
     assert _records(frame) == (5, contents)
     assert tapped == [struct.pack(">i", len(frame)) + frame]
+
+
+@on_each_loop
+async def test_where_sendfile_is_unsupported_the_record_sets_are_read_and_written(
+        server: BrokerServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    contents = _fill(server, "nosendfile", 2, 100_000, 2)
+    calls: list[int] = []
+
+    def unsupported(*args: Any) -> int:
+        calls.append(args[2])
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    # As sendfile(2) answers for a file system that cannot splice its pages (some FUSE ones).
+    monkeypatch.setattr(connection_module.os, "sendfile", unsupported)
+    assert server.node is not None
+    reader = SlowReader(server.node.port)
+    try:
+        await reader.connect(server)
+        for correlation_id in (6, 7):
+            await reader.send(_fetch(correlation_id, "nosendfile", 2))
+            assert _records(await reader.frame()) == (correlation_id, contents)
+    finally:
+        reader.close()
+    assert len(calls) == 1  # tried once; the connection's later record sets were read straight away
+
+
+@on_each_loop
+async def test_a_segment_cut_short_under_a_region_closes_the_connection_only(
+        server: BrokerServer, writable_waits: list[int]) -> None:
+    _fill(server, "cut", 1, 100_000, 10)
+    assert server.node is not None and server.services is not None
+    log = server.services.logs.partition("cut", 0)
+    assert log is not None
+    reader = SlowReader(server.node.port)
+    try:
+        await reader.connect(server)
+        await reader.send(_fetch(8, "cut", 1))
+        await _until(lambda: bool(writable_waits), "the broker to wait for the reader mid-answer")
+        os.truncate(log.segments[0].log_path, 1000)  # the disk lost the file's tail under the broker
+        with pytest.raises(ConnectionError):
+            await reader.frame()  # the answer cannot be finished: the connection is closed instead
+    finally:
+        reader.close()
+    await _until(lambda: server.connection_count == 0, "the connection to end")
+    await _answers_a_new_connection(server)
