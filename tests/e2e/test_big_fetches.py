@@ -5,10 +5,12 @@ partitions, with consumers whose fetch sizes cut the last batch of an answer sho
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer
@@ -26,6 +28,9 @@ PARTITIONS = 2
 VALUES_PER_PARTITION = 120
 VALUE_BYTES = 20_000  # ~2.4 MB a partition, in batches up to batch.size
 KCAT = shutil.which("kcat")
+NODE = shutil.which("node")
+JS_DIR = Path(__file__).parent / "js"
+KAFKAJS_MISSING = NODE is None or not (JS_DIR / "node_modules" / "kafkajs").exists()
 
 
 @pytest.fixture
@@ -102,3 +107,16 @@ def test_kcat_reads_big_batches_back(broker: BrokerProcess, produced: tuple[str,
                                  "-X", "fetch.message.max.bytes=1000000"],
                                 capture_output=True, timeout=DEADLINE_S, check=True)
         assert result.stdout.split(b"\n")[:-1] == values[partition]
+
+
+@pytest.mark.kafkajs
+@pytest.mark.skipif(KAFKAJS_MISSING and os.environ.get("CI") != "true", reason="kafkajs is not installed (make js)")
+def test_kafkajs_reads_big_batches_back(broker: BrokerProcess, produced: tuple[str, dict[int, list[bytes]]]) -> None:
+    topic, values = produced
+    result = subprocess.run([NODE or "node", str(JS_DIR / "consume_values.js"), broker.bootstrap, topic,
+                             str(PARTITIONS * VALUES_PER_PARTITION), "1500000"],
+                            capture_output=True, text=True, timeout=DEADLINE_S, check=False)
+    output = json.loads(result.stdout or "{}")
+    assert result.returncode == 0 and "error" not in output, (output, result.stderr)
+    assert {int(partition): [value.encode() for value in read] for partition, read in output["partitions"].items()} \
+        == values
