@@ -133,9 +133,9 @@ class Connection:
                         held.extend(parts)
                         held_responses += 1
                         if frames.next_api_key() != ApiKey.PRODUCE or held_responses >= _MAX_HELD_RESPONSES:
-                            await self._send(held)
-                            held.clear()
-                            held_responses = 0
+                            # Taken out before sending: a send that fails part-way must not be sent again below.
+                            sending, held, held_responses = held, [], 0
+                            await self._send(sending)
                             # Returns at once below the transport's high-water mark; otherwise waits until the
                             # client has read enough, so at most one large response per connection is buffered.
                             await writer.drain()
@@ -146,9 +146,8 @@ class Connection:
                     return
                 if context is not None and context.mute_ms:
                     if held:
-                        await self._send(held)
-                        held.clear()
-                        held_responses = 0
+                        sending, held, held_responses = held, [], 0
+                        await self._send(sending)
                     # Real time: the client times its back-off in real time, manual clock or not.
                     await asyncio.sleep(context.mute_ms / 1000)
                 self.last_active = services.clock.monotonic()
