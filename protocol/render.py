@@ -216,13 +216,7 @@ class Batches:
 
     def __init__(self, records: bytes | bytearray | memoryview | FileRegion, walk: Walk) -> None:
         self.size = size = len(records)
-        if isinstance(records, FileRegion):
-            self._from_region(records, walk)
-            return
-        # Slicing bytes copies; a slice of anything else is copied with bytes(), or a view would keep the
-        # whole buffer alive.
-        source = records if type(records) is bytes else memoryview(records)
-        copy = type(records) is not bytes
+        header_at = _region_headers(records) if isinstance(records, FileRegion) else _buffer_headers(records)
         headers: list[tuple[int, bytes]] = []
         self.headers = headers
         self.not_shown = 0
@@ -230,13 +224,15 @@ class Batches:
         unpack_length = _BATCH_LENGTH.unpack_from
         position = 0
         while size - position >= HEADER_SIZE:
-            end = position + LOG_OVERHEAD + unpack_length(source, position + 8)[0]
+            header = header_at(position)
+            if len(header) < HEADER_SIZE:
+                break  # a region's file is shorter now than when it was read: the rest counts as partial
+            end = position + LOG_OVERHEAD + unpack_length(header, 8)[0]
             if end > size or end - position < HEADER_SIZE:
                 break  # a partial batch ends a fetch; a nonsensical length is reported by rendering
             if budget > 0:
                 budget -= 1
-                header = source[position:position + HEADER_SIZE]
-                headers.append((position, bytes(header) if copy else header))  # type: ignore[arg-type]
+                headers.append((position, header))
             else:
                 self.not_shown += 1
             position = end
@@ -244,41 +240,31 @@ class Batches:
         walk.records_bytes += size
         self.partial = size - position
         if self.partial >= HEADER_SIZE:  # unreadable rather than partial: keep its header to say why
-            header = source[position:position + HEADER_SIZE]
-            headers.append((position, bytes(header) if copy else header))  # type: ignore[arg-type]
-
-    def _from_region(self, region: FileRegion, walk: Walk) -> None:
-        """As above, with the headers read from the file: the record bytes were never in memory."""
-        size = self.size
-        headers: list[tuple[int, bytes]] = []
-        self.headers = headers
-        self.not_shown = 0
-        budget = walk.batch_budget
-        unpack_length = _BATCH_LENGTH.unpack_from
-        window, start = b"", 0
-        position = 0
-        while size - position >= HEADER_SIZE:
-            if position + HEADER_SIZE > start + len(window):
-                window, start = region.pread(position, _REGION_WINDOW), position
-                if len(window) < HEADER_SIZE:
-                    break  # the file is shorter than the region now; what is left counts as partial
-            at = position - start
-            end = position + LOG_OVERHEAD + unpack_length(window, at + 8)[0]
-            if end > size or end - position < HEADER_SIZE:
-                break
-            if budget > 0:
-                budget -= 1
-                headers.append((position, window[at:at + HEADER_SIZE]))
-            else:
-                self.not_shown += 1
-            position = end
-        walk.batch_budget = budget
-        walk.records_bytes += size
-        self.partial = size - position
-        if self.partial >= HEADER_SIZE:
-            header = region.pread(position, HEADER_SIZE)
+            header = header_at(position)
             if len(header) == HEADER_SIZE:
                 headers.append((position, header))
+
+
+def _buffer_headers(records: bytes | bytearray | memoryview) -> Callable[[int], bytes]:
+    """The 61 bytes at a position, copied: a view would keep the whole buffer alive (slicing bytes copies)."""
+    if type(records) is bytes:
+        return lambda position: records[position:position + HEADER_SIZE]
+    view = memoryview(records)
+    return lambda position: bytes(view[position:position + HEADER_SIZE])
+
+
+def _region_headers(region: FileRegion) -> Callable[[int], bytes]:
+    """The 61 bytes at a position of a region, read from its file a window at a time: the record bytes
+    were never in memory."""
+    window, start = b"", 0
+
+    def header_at(position: int) -> bytes:
+        nonlocal window, start
+        if position < start or position + HEADER_SIZE > start + len(window):
+            window, start = region.pread(position, _REGION_WINDOW), position
+        return window[position - start:position - start + HEADER_SIZE]
+
+    return header_at
 
 
 def snapshot(obj: Any, plan: Plan, walk: Walk) -> Any:
