@@ -56,6 +56,8 @@ async def _drain(receiver: FrameReceiver) -> list[bytes]:
 
 @settings(max_examples=40, deadline=None)
 @given(bodies=st.lists(st.one_of(st.binary(min_size=1, max_size=300),
+                                 # around the first buffer's size and the small-frame bound
+                                 st.integers(3 * 1024, 17 * 1024).map(lambda size: bytes([size % 251]) * size),
                                  st.integers(16 * 1024, 80 * 1024).map(lambda size: b"k" * size)),
                        max_size=8),
        chunk=st.sampled_from([5, 1000, 4096, 65536, 1 << 20]))
@@ -144,3 +146,15 @@ async def test_a_frame_bigger_than_its_first_buffer_arrives_intact() -> None:
     _feed(receiver, encode_frame(body) + encode_frame(b"next"), 65536)
     assert await receiver.read_frame() == body
     assert await receiver.read_frame() == b"next"
+
+
+async def test_a_connection_reads_through_a_small_buffer_until_its_client_sends_more() -> None:
+    receiver, _ = _receiver()
+    first = len(receiver.get_buffer(-1))
+    assert first <= 4096  # an idle or admin client's connection holds no 64 KiB buffer
+    _feed(receiver, encode_frame(b"m" * 100) * 3, 1 << 20)
+    assert len(receiver.get_buffer(-1)) <= first  # small requests fit
+    _feed(receiver, encode_frame(b"n" * 9000), 1 << 20)  # a small frame bigger than that buffer
+    assert len(receiver.get_buffer(-1)) >= 32 * 1024
+    receiver.eof_received()
+    assert await _drain(receiver) == [b"m" * 100] * 3 + [b"n" * 9000]
