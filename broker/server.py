@@ -395,10 +395,22 @@ class BrokerServer:
                 _log.warning("accept failed", error=str(exc))
                 await asyncio.sleep(_ACCEPT_RETRY_S)
                 continue
-            try:
-                self._admit(sock, str(address[0]), node_listener)
-            except OSError:
-                sock.close()  # reset by the client between accept and setup; never stop accepting for it
+            self._admit_accepted(sock, address, node_listener)
+            # Clients already waiting in the backlog are taken now rather than one turn of the loop each
+            # (a burst of connections, as a test suite's clients make).
+            while len(self._connections) < self.config.max_connections:
+                try:
+                    sock, address = listener.accept()
+                except OSError:
+                    break  # none waiting (EAGAIN), or an error the awaited accept above reports and retries
+                sock.setblocking(False)
+                self._admit_accepted(sock, address, node_listener)
+
+    def _admit_accepted(self, sock: socket.socket, address: tuple[str, int], node_listener: _NodeListener) -> None:
+        try:
+            self._admit(sock, str(address[0]), node_listener)
+        except OSError:
+            sock.close()  # reset by the client between accept and setup; never stop accepting for it
 
     def _admit(self, sock: socket.socket, ip: str, node_listener: _NodeListener) -> None:
         limit = self._per_ip_limits.get(ip, self.config.max_connections_per_ip)
