@@ -75,7 +75,8 @@ class Connection:
         self._request_slots = request_slots
         self._request_context: RequestContext | None = None  # the context of the request being handled
         sock = writer.get_extra_info("socket")
-        # The socket sendfile writes to; -1 where the bytes must go through the transport (TLS).
+        # The socket sendfile writes to; -1 where the bytes must go through the transport (TLS, or sendfile
+        # found unsupported).
         self._sendfile_fd = (sock.fileno() if sock is not None and writer.get_extra_info("ssl_object") is None
                              and hasattr(os, "sendfile") else -1)
 
@@ -126,7 +127,7 @@ class Connection:
                         self.busy = False
                     if response is not None:
                         parts: Sequence[bytes | memoryview | FileRegion] = response.parts()
-                        if response.has_regions and (observers.taps or self._sendfile_fd < 0):
+                        if response.has_regions and observers.taps:
                             parts = materialized(parts)
                         if observers.taps:
                             observers.tap("frame", self.connection_id, False, b"".join(parts))  # type: ignore[arg-type]
@@ -181,15 +182,15 @@ class Connection:
                 if index > start:
                     writer.writelines(parts[start:index])  # type: ignore[arg-type]
                 start = index + 1
-                await self._sendfile(part)
+                if self._sendfile_fd < 0 or not await self._sendfile(part):
+                    writer.write(part.read())  # TLS, or sendfile unsupported here: the bytes are read
         if start < len(parts):
             writer.writelines(parts[start:])  # type: ignore[arg-type]
 
-    async def _sendfile(self, region: FileRegion) -> None:
+    async def _sendfile(self, region: FileRegion) -> bool:
+        """Send `region` with sendfile; False, with nothing sent, where sendfile cannot copy between its
+        file and the socket (then not tried again on this connection)."""
         transport = self.writer.transport
-        if self._sendfile_fd < 0:  # sendfile turned out unsupported for an earlier region
-            self.writer.write(region.read())
-            return
         if transport.get_write_buffer_size():
             # sendfile writes to the socket itself: what the transport still holds must be sent before.
             low, high = transport.get_write_buffer_limits()
@@ -216,17 +217,15 @@ class Connection:
                 except OSError as exc:
                     if exc.errno not in _SENDFILE_UNSUPPORTED or position != region.offset:
                         raise
-                    # A file system or socket sendfile cannot copy between: the bytes go through the
-                    # transport, for this region and the rest of the connection.
                     _log.info("sendfile unsupported here; record sets are read and written",
                               connection_id=self.connection_id, error=str(exc))
                     self._sendfile_fd = -1
-                    self.writer.write(region.read())
-                    return
+                    return False
                 if sent == 0:
                     raise EOFError(f"{region!r}: the file ended {remaining} bytes early")
                 position += sent
                 remaining -= sent
+            return True
         finally:
             if waiter_fd >= 0:
                 os.close(waiter_fd)

@@ -216,7 +216,7 @@ class Batches:
 
     def __init__(self, records: bytes | bytearray | memoryview | FileRegion, walk: Walk) -> None:
         self.size = size = len(records)
-        header_at = _region_headers(records) if isinstance(records, FileRegion) else _buffer_headers(records)
+        locate = _region_locator(records) if isinstance(records, FileRegion) else _buffer_locator(records)
         headers: list[tuple[int, bytes]] = []
         self.headers = headers
         self.not_shown = 0
@@ -224,15 +224,15 @@ class Batches:
         unpack_length = _BATCH_LENGTH.unpack_from
         position = 0
         while size - position >= HEADER_SIZE:
-            header = header_at(position)
-            if len(header) < HEADER_SIZE:
+            source, at = locate(position)
+            if len(source) - at < HEADER_SIZE:
                 break  # a region's file is shorter now than when it was read: the rest counts as partial
-            end = position + LOG_OVERHEAD + unpack_length(header, 8)[0]
+            end = position + LOG_OVERHEAD + unpack_length(source, at + 8)[0]
             if end > size or end - position < HEADER_SIZE:
                 break  # a partial batch ends a fetch; a nonsensical length is reported by rendering
             if budget > 0:
                 budget -= 1
-                headers.append((position, header))
+                headers.append((position, bytes(source[at:at + HEADER_SIZE])))
             else:
                 self.not_shown += 1
             position = end
@@ -240,31 +240,32 @@ class Batches:
         walk.records_bytes += size
         self.partial = size - position
         if self.partial >= HEADER_SIZE:  # unreadable rather than partial: keep its header to say why
-            header = header_at(position)
-            if len(header) == HEADER_SIZE:
-                headers.append((position, header))
+            source, at = locate(position)
+            if len(source) - at >= HEADER_SIZE:
+                headers.append((position, bytes(source[at:at + HEADER_SIZE])))
 
 
-def _buffer_headers(records: bytes | bytearray | memoryview) -> Callable[[int], bytes]:
-    """The 61 bytes at a position, copied: a view would keep the whole buffer alive (slicing bytes copies)."""
-    if type(records) is bytes:
-        return lambda position: records[position:position + HEADER_SIZE]
-    view = memoryview(records)
-    return lambda position: bytes(view[position:position + HEADER_SIZE])
+# Where a batch's header can be read: (buffer, offset in it). Headers kept are copied out with bytes(): a
+# view would keep the whole buffer alive.
+_Locator = Callable[[int], "tuple[bytes | memoryview, int]"]
 
 
-def _region_headers(region: FileRegion) -> Callable[[int], bytes]:
-    """The 61 bytes at a position of a region, read from its file a window at a time: the record bytes
-    were never in memory."""
+def _buffer_locator(records: bytes | bytearray | memoryview) -> _Locator:
+    source = records if type(records) is bytes else memoryview(records)
+    return lambda position: (source, position)
+
+
+def _region_locator(region: FileRegion) -> _Locator:
+    """Headers from the region's file, read a window at a time: the record bytes were never in memory."""
     window, start = b"", 0
 
-    def header_at(position: int) -> bytes:
+    def locate(position: int) -> tuple[bytes, int]:
         nonlocal window, start
         if position < start or position + HEADER_SIZE > start + len(window):
             window, start = region.pread(position, _REGION_WINDOW), position
-        return window[position - start:position - start + HEADER_SIZE]
+        return window, position - start
 
-    return header_at
+    return locate
 
 
 def snapshot(obj: Any, plan: Plan, walk: Walk) -> Any:
