@@ -241,7 +241,7 @@ def _absolute(display: str) -> str:
     return display if os.path.isabs(display) else os.path.join(os.getcwd(), display)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Batch(BatchHeader):
     """A batch header and where in the file it starts."""
 

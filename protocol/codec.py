@@ -37,14 +37,16 @@ _HEADER_V0_PLACE = bytes(_SIZE_AND_CORRELATION.size)
 _HEADER_V1_PLACE = bytes(_SIZE_AND_CORRELATION.size + 1)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__ (see records.BatchHeader)
+@dataclass(slots=True)
 class PeekedHeader:
     api_key: int
     api_version: int
     correlation_id: int
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__ (see records.BatchHeader)
+@dataclass(slots=True)
 class Decoded:
     client_id: str | None
     body: Any

@@ -96,7 +96,8 @@ def _marker_batch(producer_id: int, producer_epoch: int, coordinator_epoch: int,
     return marker, BatchHeader.parse_header_only(marker, 0)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__ (see records.BatchHeader)
+@dataclass(slots=True)
 class AppendResult:
     base_offset: int
     last_offset: int
@@ -105,7 +106,8 @@ class AppendResult:
     duplicate: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__ (see records.BatchHeader)
+@dataclass(slots=True)
 class ReadResult:
     records: bytes | FileRegion
     high_watermark: int
@@ -456,7 +458,9 @@ class PartitionLog:
             set_partition_leader_epoch(target, at, self.leader_epoch)
             if append_time >= 0:
                 set_log_append_time(target, at, header, append_time)
-            assigned.append((pos, BatchHeader.parse_header_only(target, at)))
+                assigned.append((pos, BatchHeader.parse_header_only(target, at)))
+            else:
+                assigned.append((pos, header.placed(offset, self.leader_epoch)))
             offset += header.last_offset_delta + 1
         if isinstance(data, list) and written_to < len(records):
             data.append(view[written_to:])

@@ -77,7 +77,8 @@ class CompletedTxn:
     aborted: bool
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__ (see records.BatchHeader)
+@dataclass(slots=True)
 class BatchMetadata:
     first_seq: int
     last_seq: int

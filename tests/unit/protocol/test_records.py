@@ -80,6 +80,24 @@ def test_patching_offset_and_epoch_keeps_crc_valid() -> None:
     assert is_crc_valid(batch, 0, header)
 
 
+@settings(max_examples=100, deadline=None)
+@given(records=records, codec=st.sampled_from([Compression.NONE, Compression.ZSTD]),
+       producer=st.tuples(st.integers(-1, 2**40), st.integers(-1, 32767), st.integers(-1, 2**31 - 1)),
+       transactional=st.booleans(), offset=st.integers(0, 2**62), epoch=st.integers(-1, 2**31 - 1))
+def test_placed_header_is_the_header_of_the_patched_bytes(
+        records: list[Record], codec: Compression, producer: tuple[int, int, int], transactional: bool,
+        offset: int, epoch: int) -> None:
+    # An append keeps `placed` instead of parsing each header again after patching it: the two must agree.
+    producer_id, producer_epoch, base_sequence = producer
+    batch = bytearray(build_batch(records, compression=codec, producer_id=producer_id, producer_epoch=producer_epoch,
+                                  base_sequence=base_sequence, transactional=transactional))
+    original = BatchHeader.parse(batch)
+    set_base_offset(batch, 0, offset)
+    set_partition_leader_epoch(batch, 0, epoch)
+    assert original.placed(offset, epoch) == BatchHeader.parse(batch)
+    assert original.base_offset == 0 and original.partition_leader_epoch == -1  # the original is left as it was
+
+
 def test_log_append_time_rewrites_crc_and_record_timestamps() -> None:
     batch = bytearray(build_batch([Record(b"k", b"v", (), 1), Record(b"k", b"v", (), 5)]))
     set_log_append_time(batch, 0, BatchHeader.parse(batch), 99999)
