@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from minikafka.protocol.codec import response_class
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.errors import UnknownTopicOrPartition
 
@@ -64,6 +65,4 @@ def leader_endpoints(ctx: RequestContext, entries: list[dict[str, Any]]) -> list
 
 
 def response_of(request: Any) -> type:
-    from minikafka.protocol.codec import response_class
-
     return response_class(request.__api_key__, request.__version__)
