@@ -46,6 +46,7 @@ WORKLOAD_DEADLINE_S = 300.0
 LATENCY_MESSAGES = 2000
 TRANSACTIONS = 500
 MESSAGES_PER_TRANSACTION = 10
+CONCURRENT_PRODUCERS = 8
 STARTS = 5
 CONNECTIONS = 200
 CONNECTION_ROUNDS = 5
@@ -438,46 +439,90 @@ def measure_kib_produce(run: Run) -> dict[str, float]:
     return {"kib_msgs_s": count / elapsed, "kib_cpu_us_msg": cpu / count * 1e6}
 
 
-def measure_transactions(run: Run) -> dict[str, float]:
-    """Transactions of 10 messages each, one after another (begin, produce, commit), as the issue asks."""
-    topic = unique_topic(run, "bench-txn")
-    create_topic(run.broker.bootstrap, topic, PRODUCE_PARTITIONS)
+@dataclass
+class TransactionsRun:
+    done: int
+    seconds: float
+    broker_cpu_s: float
+    client_cpu_s: float
+
+
+def run_transactions(broker: Broker, topic: str, producers: int, total: int) -> TransactionsRun:
+    """`producers` transactional confluent-kafka producers, one thread each, commit `total` transactions of
+    MESSAGES_PER_TRANSACTION messages between them, each one after the other (begin, produce, commit).
+
+    Each producer's first transaction (the coordinator lookup, the partitions' metadata) is not measured;
+    every delivery is checked."""
+    create_topic(broker.bootstrap, topic, PRODUCE_PARTITIONS)
     failures: list[str] = []
 
     def delivered(error: Any, _message: Any) -> None:
         if error is not None:
             failures.append(str(error))
 
-    producer = Producer({"bootstrap.servers": run.broker.bootstrap, "transactional.id": f"bench-{topic}",
-                         "linger.ms": 0, "on_delivery": delivered})
-    producer.init_transactions(30)
+    clients = [Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"bench-{topic}-{index}",
+                         "linger.ms": 0, "on_delivery": delivered}) for index in range(producers)]
+    deadline = time.monotonic() + WORKLOAD_DEADLINE_S
+    done = [0] * producers
+    errors: list[BaseException] = []
+    started = threading.Event()
 
-    def transaction(number: int) -> None:
+    def transaction(producer: Producer, number: int) -> None:
         producer.begin_transaction()
         for index in range(MESSAGES_PER_TRANSACTION):
             producer.produce(topic, VALUE, partition=(number + index) % PRODUCE_PARTITIONS)
         producer.commit_transaction(30)
 
-    transaction(-1)  # warm-up: coordinator lookup, partitions known
-    cpu_before = run.broker.cpu_seconds()
+    def commit_share(index: int, share: int) -> None:
+        try:
+            started.wait(START_DEADLINE_S)
+            while done[index] < share and time.monotonic() < deadline:
+                transaction(clients[index], done[index])
+                done[index] += 1
+        except BaseException as exc:  # reported by the measuring thread
+            errors.append(exc)
+
+    for producer in clients:
+        producer.init_transactions(30)
+        transaction(producer, -1)
+    threads = [threading.Thread(target=commit_share, args=(index, total // producers + (index < total % producers)))
+               for index in range(producers)]
+    for thread in threads:
+        thread.start()
+    cpu_before = broker.cpu_seconds()
     client_cpu_before = _own_cpu_seconds()
-    started = time.perf_counter()
-    deadline = time.monotonic() + WORKLOAD_DEADLINE_S
-    done = 0
-    while done < TRANSACTIONS and time.monotonic() < deadline:
-        transaction(done)
-        done += 1
-    elapsed = time.perf_counter() - started
-    cpu = run.broker.cpu_seconds() - cpu_before
-    client_cpu = _own_cpu_seconds() - client_cpu_before
+    began = time.perf_counter()
+    started.set()
+    for thread in threads:
+        thread.join(WORKLOAD_DEADLINE_S + 60)
+    result = TransactionsRun(sum(done), time.perf_counter() - began, broker.cpu_seconds() - cpu_before,
+                             _own_cpu_seconds() - client_cpu_before)
+    if errors:
+        raise errors[0]
     if failures:
         raise RuntimeError(f"{len(failures)} transactional deliveries failed, first: {failures[0]}")
-    if done < TRANSACTIONS:
-        raise TimeoutError(f"{done} of {TRANSACTIONS} transactions within {WORKLOAD_DEADLINE_S} s")
+    if result.done < total:
+        raise TimeoutError(f"{result.done} of {total} transactions within {WORKLOAD_DEADLINE_S} s")
+    return result
+
+
+def measure_transactions(run: Run) -> dict[str, float]:
+    """Transactions of 10 messages each, one after another (begin, produce, commit), as the issue asks."""
+    result = run_transactions(run.broker, unique_topic(run, "bench-txn"), 1, TRANSACTIONS)
+    done = result.done
     # What a transaction takes beyond the broker's CPU (the client's own CPU, round trips, thread wake-ups)
     # bounds the rate of this loop even against a broker that costs nothing.
-    return {"txn_s": done / elapsed, "txn_cpu_us": cpu / done * 1e6, "txn_client_cpu_us": client_cpu / done * 1e6,
-            "txn_outside_broker_us": (elapsed - cpu) / done * 1e6}
+    return {"txn_s": done / result.seconds, "txn_cpu_us": result.broker_cpu_s / done * 1e6,
+            "txn_client_cpu_us": result.client_cpu_s / done * 1e6,
+            "txn_outside_broker_us": (result.seconds - result.broker_cpu_s) / done * 1e6}
+
+
+def measure_concurrent_transactions(run: Run) -> dict[str, float]:
+    """The same transactions from CONCURRENT_PRODUCERS producers at once: what the broker sustains, where one
+    producer's rate is bound by its own round trips and CPU."""
+    total = TRANSACTIONS * 2
+    result = run_transactions(run.broker, unique_topic(run, "bench-txns"), CONCURRENT_PRODUCERS, total)
+    return {"txns_s": result.done / result.seconds, "txns_cpu_us": result.broker_cpu_s / result.done * 1e6}
 
 
 def _own_cpu_seconds() -> float:
@@ -602,6 +647,10 @@ WORKLOADS: list[Workload] = [
         Row("txn_cpu_us", "broker CPU per transaction (us)", False),
         Row("txn_client_cpu_us", "the client's CPU per transaction (us)", False),
         Row("txn_outside_broker_us", "wall time per transaction minus broker CPU (us)", False),
+    ), repeated=True),
+    Workload("concurrent transactions", measure_concurrent_transactions, (
+        Row("txns_s", f"transactions/s, {CONCURRENT_PRODUCERS} producers at once", True),
+        Row("txns_cpu_us", f"broker CPU per transaction, {CONCURRENT_PRODUCERS} producers (us)", False),
     ), repeated=True),
     Workload("latency", measure_latency, (
         Row("latency_p50_ms", f"produce->consume latency p50 (ms, {LATENCY_MESSAGES} msgs)", False),

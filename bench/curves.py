@@ -1,4 +1,4 @@
-"""How cost grows: minikafka's figures along six axes, with Tansu next to it where it can run the point.
+"""How cost grows: minikafka's figures along seven axes, with Tansu next to it where it can run the point.
 
     .venv/bin/python bench/curves.py [--quick] [--only minikafka|tansu] [--curves partitions,clients,...]
                                       [--json out.json]
@@ -27,6 +27,9 @@ Curves:
   trip, then SyncGroup); time until the last member has its assignment, with minikafka's default
   `group.initial.rebalance.delay.ms` of 0 (Kafka's is 3,000). minikafka only: Tansu 0.6 never answered
   the second JoinGroup v5 (the one carrying the member id it had handed out), even for one member.
+- txn_producers: 1 to 16 confluent-kafka transactional producers at once, one thread each, committing
+  transactions of 10 messages over 3 partitions one after the other (bench.py's transaction workload):
+  transactions/s and broker CPU per transaction.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from bench import (  # bench/ is the script's folder, so it is on sys.path
     consume_from_start,
     format_figure,
     produce_round_robin,
+    run_transactions,
     selected_brokers,
 )
 
@@ -90,18 +94,20 @@ class Points:
     open_txns: Sequence[int]
     txn_fetches: int
     members: Sequence[int]
+    txn_producers: Sequence[int]
+    producer_txns: int
 
 
 FULL = Points(partitions=(1, 100, 1_000, 10_000), partition_messages=200_000,
               clients=(1, 10, 50, 100, 200), client_messages=400_000, client_fetches=2_000,
               sizes=(10, 100, 1_024, 10_240, 102_400, 1_048_576), size_bytes=256 << 20, size_max_messages=200_000,
               recovery_mib=(256, 512, 1_024), open_txns=(0, 1, 10, 100, 1_000), txn_fetches=500,
-              members=(1, 10, 50, 100))
+              members=(1, 10, 50, 100), txn_producers=(1, 2, 4, 8, 16), producer_txns=2_000)
 QUICK = Points(partitions=(1, 100, 1_000), partition_messages=30_000,
                clients=(1, 10, 50), client_messages=60_000, client_fetches=300,
                sizes=(10, 1_024, 102_400, 1_048_576), size_bytes=32 << 20, size_max_messages=30_000,
                recovery_mib=(32, 64), open_txns=(0, 10, 100), txn_fetches=300,
-               members=(1, 10, 25))
+               members=(1, 10, 25), txn_producers=(1, 4, 8), producer_txns=400)
 
 
 # ----------------------------------------------------------------------------------------- raw wire
@@ -502,6 +508,11 @@ def measure_groups(broker: Broker, points: Points, members: int) -> Figures:
     return run_async(run_point())
 
 
+def measure_txn_producers(broker: Broker, points: Points, producers: int) -> Figures:
+    result = run_transactions(broker, f"txn-producers{producers}", producers, points.producer_txns)
+    return {"txn_s": result.done / result.seconds, "txn_cpu_us": result.broker_cpu_s / result.done * 1e6}
+
+
 CURVES = [
     Curve("partitions", "partitions", lambda p: p.partitions, measure_partitions, (
         Column("produce_us_msg", "produce CPU us/msg"), Column("produce_msgs_s", "produce msgs/s"),
@@ -526,6 +537,9 @@ CURVES = [
         Column("fetch_cpu_us", "read_committed fetch CPU us"), Column("fetch_p50_ms", "fetch p50 ms"))),
     Curve("groups", "members", lambda p: p.members, measure_groups, (
         Column("join_ms", "join ms"), Column("join_cpu_ms", "join CPU ms")), brokers=("minikafka",),
+        fresh_broker_per_point=False),
+    Curve("txn_producers", "transactional producers", lambda p: p.txn_producers, measure_txn_producers, (
+        Column("txn_s", "transactions/s"), Column("txn_cpu_us", "broker CPU us/transaction")),
         fresh_broker_per_point=False),
 ]
 
