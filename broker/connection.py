@@ -19,6 +19,7 @@ socket. Where the bytes must pass through the process anyway (TLS, a wire tap) t
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import errno
 import os
@@ -49,6 +50,44 @@ _MAX_HELD_RESPONSES = 8
 _SENDFILE_UNSUPPORTED = frozenset((errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP))
 
 
+class RequestSlots:
+    """Kafka's queued.max.requests: at most `limit` requests in hand across every connection, later ones
+    waiting their turn in arrival order. A free slot is taken without an await; asyncio.Semaphore's
+    `async with` made seven Python calls for every request."""
+
+    def __init__(self, limit: int) -> None:
+        self._free = limit
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    def try_take(self) -> bool:
+        if self._free and not self._waiters:
+            self._free -= 1
+            return True
+        return False
+
+    async def take(self) -> None:
+        if self.try_take():
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter  # `give_back` hands its slot over by resolving the oldest waiter
+        except asyncio.CancelledError:
+            if waiter.cancelled():
+                self._waiters.remove(waiter)
+            else:
+                self.give_back()  # handed a slot while being cancelled: pass it on
+            raise
+
+    def give_back(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
+
+
 class Connection:
     def __init__(
         self,
@@ -58,7 +97,7 @@ class Connection:
         node: Node,
         services: BrokerServices,
         session: Session,
-        request_slots: asyncio.Semaphore,
+        request_slots: RequestSlots,
     ) -> None:
         self.connection_id = connection_id
         self.frames = frames
@@ -107,7 +146,7 @@ class Connection:
     async def _serve_requests(self) -> None:
         services = self.services
         observers = services.observers
-        frames, writer = self.frames, self.writer
+        frames, writer, slots = self.frames, self.writer, self._request_slots
         # Responses not sent yet, as the buffers of their frames (a Fetch's record sets are parts of their own).
         held: list[bytes | memoryview | FileRegion] = []
         held_responses = 0
@@ -119,7 +158,9 @@ class Connection:
                 self.last_active = services.clock.monotonic()
                 if observers.taps:
                     observers.tap("frame", self.connection_id, True, encode_frame(frame))
-                async with self._request_slots:
+                if not slots.try_take():
+                    await slots.take()
+                try:
                     self.busy = True
                     try:
                         response = await dispatch(frame, self._context)
@@ -140,6 +181,8 @@ class Connection:
                             # Returns at once below the transport's high-water mark; otherwise waits until the
                             # client has read enough, so at most one large response per connection is buffered.
                             await writer.drain()
+                finally:
+                    slots.give_back()
                 context = self._request_context
                 if context is not None and context.close_after_response:
                     _log.info("closing connection after the response", api=context.api_key,

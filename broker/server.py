@@ -30,7 +30,7 @@ from minikafka.storage.manager import LogManager
 
 from .cluster import ClusterView, Node
 from .config import BrokerConfig, ConfigError, Listener, served_listeners
-from .connection import Connection
+from .connection import Connection, RequestSlots
 from .debugging import install_debugging
 from .dynamic_config import DynamicConfigStore
 from .groups import make_group_coordinator
@@ -167,7 +167,7 @@ class BrokerServer:
         self._connections: dict[int, tuple[Connection | None, asyncio.Task[None]]] = {}
         self._connection_nodes: dict[int, int] = {}
         # Kafka's request queue bound (queued.max.requests): requests in hand across every connection.
-        self._request_slots = asyncio.Semaphore(config.queued_max_requests)
+        self._request_slots = RequestSlots(config.queued_max_requests)
         self._connections_per_ip: Counter[str] = Counter()
         self._per_ip_limits: dict[str, int] = {}
         # Set whenever a connection closes, so an accept loop held at max.connections looks again.

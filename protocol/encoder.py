@@ -148,7 +148,9 @@ def _emit_primitive(src: _Source, indent: int, out: str, value: str, kafka_type:
         return
     match kafka_type:
         case "error_code":
-            src.emit(indent, f"{out} += {src.name(struct.Struct('>h').pack, 'pack')}({value}.value)")
+            # ErrorCode is an IntEnum: packed as the int it is, without the enum's `value` property (two
+            # Python calls per error code written).
+            src.emit(indent, f"{out} += {src.name(struct.Struct('>h').pack, 'pack')}({value})")
         case "timedelta_i32":
             src.emit(indent, f"{out} += {src.name(struct.Struct('>i').pack, 'pack')}"
                              f"(round({value}.total_seconds() * 1000))")
