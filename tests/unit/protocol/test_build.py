@@ -9,21 +9,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.schema.index import api_key_map, schema_name_map
 from kio.schema.produce.v9.response import PartitionProduceResponse, ProduceResponse, TopicProduceResponse
-from kio.static.primitive import Records
 from minikafka.protocol.build import build
 
-st.register_type_strategy(Records, st.binary(max_size=64).map(Records))
-
-CLASSES = [
-    (load(key, version), f"{name} v{version} {kind}")
-    for key, name in sorted(api_key_map.items())
-    for version in sorted(schema_name_map[name])
-    for load, kind in ((load_request_schema, "request"), (load_response_schema, "response"))
-]
+from .test_encoder import CLASSES  # every kio request and response class (and the Records strategy)
 
 
 @settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
