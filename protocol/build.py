@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import types
 import typing
 import uuid
 from collections.abc import Callable
@@ -166,7 +167,8 @@ def _compile_maker(cls: type) -> Maker:
     """`cls` from a dict of field values: names the class lacks are ignored, a given None is kept as it is,
     a field not given takes the class default, else its zero; one without either must be given."""
     names: dict[str, Any] = {"_MISSING": dataclasses.MISSING, "_cls": cls, "_new": object.__new__}
-    slotted = "__slots__" in cls.__dict__
+    # Every field a slot of the class itself (kio's are); otherwise the class's own constructor is called.
+    slotted = all(isinstance(cls.__dict__.get(spec.name), types.MemberDescriptorType) for spec in _specs(cls))
     lines = ["def make(values):", "    get = values.get"]
     if slotted:
         lines.append("    obj = _new(_cls)")
@@ -193,7 +195,7 @@ def _compile_maker(cls: type) -> Maker:
                 lines.append(f"    elif {value} is not None:")
                 lines.append(f"        {value} = _convert{index}({value})")
         if slotted:
-            names[f"_set{index}"] = getattr(cls, spec.name).__set__
+            names[f"_set{index}"] = cls.__dict__[spec.name].__set__
             lines.append(f"    _set{index}(obj, {value})")
     if slotted:
         lines.append("    return obj")

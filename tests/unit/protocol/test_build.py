@@ -64,3 +64,16 @@ def test_a_field_without_default_or_zero_must_be_given() -> None:
     with pytest.raises(TypeError, match="no zero value for field mystery"):
         build(Odd, number=1)
     assert build(Odd, mystery="given") == Odd(number=0, mystery="given")
+
+
+def test_a_class_whose_fields_are_not_all_its_own_slots_is_built_by_its_constructor() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Base:
+        error_code: ErrorCode = dataclasses.field(metadata={"kafka_type": "error_code"})
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Derived(Base):
+        count: int = dataclasses.field(metadata={"kafka_type": "int32"}, default=7)
+
+    assert build(Derived, error_code=3) == Derived(error_code=ErrorCode.unknown_topic_or_partition)
+    assert build(Base) == Base(error_code=ErrorCode.none)
