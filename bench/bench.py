@@ -446,6 +446,14 @@ class TransactionsRun:
     broker_cpu_s: float
     client_cpu_s: float
 
+    @property
+    def per_second(self) -> float:
+        return self.done / self.seconds
+
+    @property
+    def broker_cpu_us_each(self) -> float:
+        return self.broker_cpu_s / self.done * 1e6
+
 
 def run_transactions(broker: Broker, topic: str, producers: int, total: int) -> TransactionsRun:
     """`producers` transactional confluent-kafka producers, one thread each, commit `total` transactions of
@@ -512,7 +520,7 @@ def measure_transactions(run: Run) -> dict[str, float]:
     done = result.done
     # What a transaction takes beyond the broker's CPU (the client's own CPU, round trips, thread wake-ups)
     # bounds the rate of this loop even against a broker that costs nothing.
-    return {"txn_s": done / result.seconds, "txn_cpu_us": result.broker_cpu_s / done * 1e6,
+    return {"txn_s": result.per_second, "txn_cpu_us": result.broker_cpu_us_each,
             "txn_client_cpu_us": result.client_cpu_s / done * 1e6,
             "txn_outside_broker_us": (result.seconds - result.broker_cpu_s) / done * 1e6}
 
@@ -522,7 +530,7 @@ def measure_concurrent_transactions(run: Run) -> dict[str, float]:
     producer's rate is bound by its own round trips and CPU."""
     total = TRANSACTIONS * 2
     result = run_transactions(run.broker, unique_topic(run, "bench-txns"), CONCURRENT_PRODUCERS, total)
-    return {"txns_s": result.done / result.seconds, "txns_cpu_us": result.broker_cpu_s / result.done * 1e6}
+    return {"txns_s": result.per_second, "txns_cpu_us": result.broker_cpu_us_each}
 
 
 def _own_cpu_seconds() -> float:

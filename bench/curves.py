@@ -510,7 +510,7 @@ def measure_groups(broker: Broker, points: Points, members: int) -> Figures:
 
 def measure_txn_producers(broker: Broker, points: Points, producers: int) -> Figures:
     result = run_transactions(broker, f"txn-producers{producers}", producers, points.producer_txns)
-    return {"txn_s": result.done / result.seconds, "txn_cpu_us": result.broker_cpu_s / result.done * 1e6}
+    return {"txn_s": result.per_second, "txn_cpu_us": result.broker_cpu_us_each}
 
 
 CURVES = [

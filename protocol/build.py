@@ -100,7 +100,6 @@ def _zero(spec: _FieldSpec) -> Any:
 # instead, about half the cost (a Produce answer builds three entities per partition).
 
 Maker = Callable[[dict[str, Any]], Any]
-_MAKERS: dict[type, Maker] = {}
 
 
 def _entities(element: type) -> Callable[[Any], Any]:
@@ -156,14 +155,8 @@ def _converter(spec: _FieldSpec) -> Callable[[Any], Any] | None:
     return None
 
 
+@functools.cache
 def _maker(cls: type) -> Maker:
-    make = _MAKERS.get(cls)
-    if make is None:
-        make = _MAKERS[cls] = _compile_maker(cls)
-    return make
-
-
-def _compile_maker(cls: type) -> Maker:
     """`cls` from a dict of field values: names the class lacks are ignored, a given None is kept as it is,
     a field not given takes the class default, else its zero; one without either must be given."""
     names: dict[str, Any] = {"_MISSING": dataclasses.MISSING, "_cls": cls, "_new": object.__new__}
@@ -212,10 +205,7 @@ def build(cls: type[T], **values: Any) -> T:
 
     Nested entities may be given as dicts; arrays of entities as lists of dicts.
     """
-    make = _MAKERS.get(cls)
-    if make is None:
-        make = _maker(cls)
-    result: T = make(values)
+    result: T = _maker(cls)(values)  # type: ignore[arg-type]  # classes hash by identity
     return result
 
 
