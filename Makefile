@@ -68,6 +68,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/pcap_cost.py
 	$(BIN)/python bench/cleaner.py
 	$(BIN)/python bench/shutdown.py --testing
+	$(BIN)/python bench/sendfile_threshold.py
 
 # Hostile load (figures printed, never asserted): many connections, a client that never reads,
 # connections dropped mid-request.

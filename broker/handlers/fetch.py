@@ -12,7 +12,7 @@ Behavior:
   the aborted transactions overlapping the fetched range (from `.txnindex`) so clients drop their
   records; for read_uncommitted that list is null, as in Kafka.
 - An empty partition has empty records, never null: librdkafka rejects a null MessageSet.
-- A partition's slice of REGION_MIN_BYTES (64 KiB) or more is not read here: it stays a region of the
+- A partition's slice of REGION_MIN_BYTES (48 KiB) or more is not read here: it stays a region of the
   segment file, sent with sendfile as Kafka sends FileRecords (broker/connection.py).
 - Fetch sessions: none are created (session id 0, KIP-227 "sessionless"), so clients send full
   fetches; an incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND.
