@@ -23,8 +23,11 @@ kilobytes anyway; with small batches the ring's count evicts them first and noth
 is small (2 MiB) because the record buffers the ring keeps alive push every new request's buffers into
 memory that is out of the CPU's caches: with 32 MiB kept, a 1 MiB read from the page cache took 1.5 to 3
 times as long (timed alone), and the broker spent about a third more CPU per fetched message than with
-2 MiB (bench/bench.py consume, alternating rounds). Subscribers (the inspector's live view) get the
-reduced form at once. bench/trace_cost.py measures it.
+2 MiB (bench/bench.py consume, alternating rounds). A Fetch answer's record sets sent from the log files
+are kept as those file slices (protocol/regions.py); when their segment is closed or deleted (a topic
+deleted, retention, compaction) the exchange is reduced at once, so the ring never keeps a deleted
+file's descriptor and space. Subscribers (the inspector's live view) get the reduced form at once.
+bench/trace_cost.py measures it.
 
 Filters: the trace file writes only the exchanges the configured filters (minikafka.trace.apis,
 .client.ids, .topics) let through; the ring keeps every exchange, and recent() and subscribe() take
@@ -43,17 +46,20 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import functools
 import json
 import operator
 import sys
+import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable
 from typing import IO, Any
 
 import structlog
 from minikafka.protocol.api_keys import api_key_by_name, kafka_api_name
-from minikafka.protocol.render import Walk, has_records, plan_of, render_body, snapshot
+from minikafka.protocol.render import Walk, has_records, plan_of, regions_of, render_body, snapshot
 
 from .observe import CLOSED, Exchange
 
@@ -75,7 +81,7 @@ _RESPONSE = _EXCHANGE_FIELDS.index("response")
 class _Kept:
     """One exchange in the ring; `whole` while it still holds its record bytes."""
 
-    __slots__ = ("exchange", "weight", "whole")
+    __slots__ = ("__weakref__", "exchange", "weight", "whole")
 
     def __init__(self, exchange: Exchange, weight: int, whole: bool) -> None:
         self.exchange = exchange
@@ -173,6 +179,7 @@ class FlightRecorder:
         self._ring_bytes = 0  # wire bytes of the kept exchanges that hold no record bytes
         self._whole_bytes = 0  # wire bytes of those kept whole with their record batches
         self._whole: collections.deque[_Kept] = collections.deque()  # those, oldest first
+        self._letting_go = threading.Lock()
         self.decode_records = decode_records
         self.file_filter = TraceFilter(apis, client_ids, topics)
         self.resolve_topic = resolve_topic
@@ -206,15 +213,13 @@ class FlightRecorder:
         if kept.whole:
             self._whole.append(kept)
             self._whole_bytes += kept.weight
+            self._watch_regions(kept)
         else:
             self._ring_bytes += kept.weight
         while self._whole_bytes > RING_MAX_RECORD_BYTES and len(self._whole) > 1:
             oldest = self._whole.popleft()
             self._whole_bytes -= oldest.weight
-            oldest.exchange, record_bytes = self._stripped(oldest.exchange)
-            oldest.weight = max(oldest.weight - record_bytes, 0)
-            oldest.whole = False
-            self._ring_bytes += oldest.weight
+            self._reduce(oldest)
         while len(ring) > self.ring_size or (self._ring_bytes > RING_MAX_WIRE_BYTES and len(ring) > 1):
             oldest = ring.popleft()
             if oldest.whole:
@@ -223,6 +228,46 @@ class FlightRecorder:
                 self._whole_bytes -= oldest.weight
             else:
                 self._ring_bytes -= oldest.weight
+
+    def _reduce(self, kept: _Kept) -> None:
+        """Cut a whole exchange (already out of `_whole`) down to its batch summaries."""
+        kept.exchange, record_bytes = self._stripped(kept.exchange)
+        kept.weight = max(kept.weight - record_bytes, 0)
+        kept.whole = False
+        self._ring_bytes += kept.weight
+
+    def _watch_regions(self, kept: _Kept) -> None:
+        """Ask the log segments behind the answer's file regions to say when they close: the newest exchange
+        is kept whole whatever comes after it, and a Fetch from a topic deleted next would otherwise keep
+        its segments' descriptors, and their disk space, until other record-holding exchanges came."""
+        response = kept.exchange.response
+        if response is None or not has_records(type(response)):
+            return
+        let_go: Callable[[], None] | None = None
+        for region in regions_of(response, plan_of(type(response))):
+            if let_go is None:
+                let_go = functools.partial(self._let_go, weakref.ref(kept))  # the ring alone keeps it alive
+            region.on_orphaned = let_go
+
+    def _let_go(self, kept_ref: weakref.ref[_Kept]) -> None:
+        """A segment holding some of this exchange's record bytes was closed: reduce it now (its headers are
+        still readable through the regions), which ends the regions and closes the file."""
+        # At shutdown the logs close on several threads at once (storage/manager.py), each telling its holders.
+        with self._letting_go:
+            kept = kept_ref()
+            if kept is None or not kept.whole:
+                return
+            self._whole.remove(kept)
+            self._whole_bytes -= kept.weight
+            try:
+                self._reduce(kept)
+            except Exception:
+                # The headers could not be read (a failing disk): the segment's close must go on regardless.
+                _log.exception("fetch answer not summarised from its closing segment; its response is left out",
+                               correlation_id=kept.exchange.correlation_id, connection_id=kept.exchange.connection_id)
+                kept.exchange = dataclasses.replace(kept.exchange, response=None)
+                kept.whole = False
+                self._ring_bytes += kept.weight
 
     def _stripped(self, exchange: Exchange) -> tuple[Exchange, int]:
         """A copy whose record-holding bodies are snapshots without the record bytes (render.snapshot), and

@@ -11,6 +11,9 @@ The descriptor belongs to the log segment, which does not close it while a regio
 (storage/segment.py): a segment deleted by retention between the read and the send still sends what
 was read. A region ends when the last reference to it goes: the response once sent, or the flight
 recorder's copy of the exchange once it is reduced to batch summaries, which it reads from the file.
+A holder that may keep a region long (the flight recorder) sets `on_orphaned`: the segment calls it when
+it is closed or deleted with the region still alive, so the holder can let go and the file's space and
+descriptor are not kept for an exchange nobody may ever read.
 """
 
 from __future__ import annotations
@@ -20,13 +23,20 @@ from collections.abc import Callable, Iterable
 
 
 class FileRegion:
-    __slots__ = ("_release", "fd", "length", "offset")
+    __slots__ = ("__weakref__", "_release", "fd", "length", "offset", "on_orphaned")
 
     def __init__(self, fd: int, offset: int, length: int, release: Callable[[], None] | None) -> None:
         self.fd = fd
         self.offset = offset
         self.length = length
         self._release = release
+        self.on_orphaned: Callable[[], None] | None = None
+
+    def orphaned(self) -> None:
+        """The region's file was closed (or deleted) while the region lives: its holder's cue to let go."""
+        callback, self.on_orphaned = self.on_orphaned, None
+        if callback is not None:
+            callback()
 
     def __len__(self) -> int:
         return self.length

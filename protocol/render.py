@@ -298,6 +298,24 @@ def snapshot(obj: Any, plan: Plan, walk: Walk) -> Any:
     return obj if values is None else Snapshot(plan, values)
 
 
+def regions_of(obj: Any, plan: Plan) -> list[FileRegion]:
+    """The file regions among `obj`'s record sets (a Fetch answer's slices left in the log files)."""
+    found: list[FileRegion] = []
+    for _index, attr, kind, nested in plan.record_specs:
+        value = getattr(obj, attr)
+        if not value:
+            continue
+        if kind == _RECORDS:
+            if type(value) is FileRegion:
+                found.append(value)
+        elif kind == _ENTITY:
+            found += regions_of(value, nested)  # type: ignore[arg-type]
+        else:
+            for item in value:
+                found += regions_of(item, nested)  # type: ignore[arg-type]
+    return found
+
+
 # --- rendering --------------------------------------------------------------------------------------
 
 def render_body(body: Any, walk: Walk) -> dict[str, Any]:

@@ -8,6 +8,7 @@ here except to answer timestamp lookups inside one batch.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -94,9 +95,10 @@ class LogSegment:
         # shutdown fsyncing every empty partition of __consumer_offsets took hundreds of ms.
         self._unflushed = False
         # Regions of the file a response still holds (protocol/regions.py): until the last one goes,
-        # closing the segment leaves the descriptor open for them.
+        # closing the segment leaves the descriptor open for them, and tells their holders.
         self._open_regions = 0
         self._fd_after_regions = -1
+        self._regions: weakref.WeakSet[FileRegion] = weakref.WeakSet()
 
     # --- opening and recovery ------------------------------------------------------------
 
@@ -319,7 +321,9 @@ class LogSegment:
         if self._fd < 0:
             raise ValueError(f"{self.log_path} is closed")
         self._open_regions += 1
-        return FileRegion(self._fd, position, length, self._region_ended)
+        region = FileRegion(self._fd, position, length, self._region_ended)
+        self._regions.add(region)
+        return region
 
     def _region_ended(self) -> None:
         self._open_regions -= 1
@@ -399,15 +403,21 @@ class LogSegment:
         self._unflushed = False
 
     def close(self) -> None:
+        orphaned: list[FileRegion] = []
         if self._fd >= 0:
             if self._open_regions:
                 self._fd_after_regions = self._fd
+                orphaned = list(self._regions)
             else:
                 os.close(self._fd)
             self._fd = -1
         self.offset_index.close()
         self.time_index.close()
         self.txn_index.close()
+        # Told once the segment is closed: a holder letting go may end the last region, which closes the
+        # descriptor (the list holds them until the loop is done).
+        for region in orphaned:
+            region.orphaned()
 
     def delete(self) -> None:
         self.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
 import socket
 import time
@@ -311,3 +312,43 @@ def test_broker_trace_in_process() -> None:
 
         with pytest.raises(BrokerError, match="off"):
             broker.trace()
+
+
+def test_a_deleted_topic_that_was_fetched_keeps_no_file_open(traced: Callable[..., TracedBroker]) -> None:
+    """A Fetch's big record sets are sent from the segment files and the ring keeps the newest exchanges
+    whole, file slices included; deleting the topic must still close its files (and free their space)
+    without waiting for other record-holding exchanges to push the Fetch out of the ring."""
+    from confluent_kafka.admin import AdminClient
+
+    broker = traced()
+    assert broker.process is not None
+    topic = unique_topic("fetched-then-deleted")
+    create_topic(broker.bootstrap, topic)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50, "batch.size": 1 << 20})
+    values = [bytes([index]) * 20_000 for index in range(10)]  # one batch of 200 KB: a file region when fetched
+    for value in values:
+        producer.produce(topic, value=value)
+    assert producer.flush(DEADLINE_S) == 0
+    assert [record.value for record in consume(broker.bootstrap, topic, len(values))] == values
+    descriptors = Path(f"/proc/{broker.process.pid}/fd")
+
+    def topic_files_open() -> list[str]:
+        targets = []
+        for entry in descriptors.iterdir():
+            try:
+                targets.append(os.readlink(entry))
+            except FileNotFoundError:
+                continue  # closed while listed
+        return [target for target in targets if f"/{topic}-0" in target]
+
+    assert topic_files_open()  # the live segment, as before any deletion
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_topics([topic], operation_timeout=10)[topic].result(timeout=DEADLINE_S)
+    poll_until(lambda: not topic_files_open(), timeout=DEADLINE_S,
+               message=f"the broker to close every file of the deleted topic {topic}")
+    # The ring still shows what was fetched: its summaries were read from the files before they closed.
+    status, body = _get(broker.admin, "/trace?api=Fetch")
+    assert status == 200
+    fetched = {offset for entry in body["exchanges"] for batch in _batches(entry, "response")
+               for offset in range(batch["baseOffset"], batch["lastOffset"] + 1)}
+    assert fetched >= set(range(len(values)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -18,7 +19,10 @@ from minikafka.broker.recorder import FlightRecorder, TraceClosed, iso_time
 from minikafka.protocol.api_keys import ApiKey, api_key_by_name, kafka_api_name
 from minikafka.protocol.build import build
 from minikafka.protocol.records import Compression, ControlType, Record, build_batch, build_control_batch
+from minikafka.protocol.regions import FileRegion
 from minikafka.protocol.render import MAX_BATCHES_SUMMARISED, Walk, kafka_uuid, render_body
+from minikafka.storage.config import LogConfig
+from minikafka.storage.log import REGION_MIN_BYTES, PartitionLog
 
 
 def _exchange(api_key: int, version: int, request: Any = None, response: Any = None, *, client_id: str = "c",
@@ -195,6 +199,59 @@ def test_a_reduced_exchange_keeps_no_view_of_a_records_buffer(monkeypatch: pytes
     assert sys.getrefcount(buffer) == baseline
     [entry, _newest] = recorder.recent()
     assert entry["response"]["responses"][0]["partitions"][0]["records"]["batches"][0]["producerId"] == 4000
+
+
+def test_a_fetch_answer_sent_from_a_segment_lets_go_of_it_when_the_segment_is_deleted(tmp_path: Path) -> None:
+    log = PartitionLog(tmp_path / "t-0", "t", 0, LogConfig(segment_bytes=REGION_MIN_BYTES), 1_700_000_000_000)
+    log.open(recovery_point=0, log_start_offset=0, clean=True)
+    for index in range(2):
+        log.append(build_batch([Record(None, bytes([index]) * REGION_MIN_BYTES, (), 1_700_000_000_000)]),
+                   1_700_000_000_000)  # a segment each
+    first_segment = str(log.segments[0].log_path)
+    region = log.read(0, 1 << 20, as_region=True).records
+    assert isinstance(region, FileRegion)
+    recorder = _recorder()
+    recorder.observe(_exchange(ApiKey.PRODUCE, 9, _produce("t", _transactional_batch())))
+    recorder.observe(_exchange(ApiKey.FETCH, 12, None, _fetch_response(region)))  # type: ignore[arg-type]
+    del region
+    gc.collect()
+    assert first_segment in _descriptor_targets()  # the newest exchange is kept whole, its region with it
+    log.delete_records_before(1)  # retention's way: no exchange follows
+    gc.collect()
+    assert not any(target.startswith(first_segment) for target in _descriptor_targets())
+    _produce_entry, fetch = recorder.recent()
+    [summary] = fetch["response"]["responses"][0]["partitions"][0]["records"]["batches"]
+    assert summary["baseOffset"] == 0 and summary["lastOffset"] == 0  # summarised from the file before it closed
+    log.close()
+
+
+def test_a_fetch_answer_whose_closing_segment_cannot_be_read_is_kept_without_its_response(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = PartitionLog(tmp_path / "t-0", "t", 0, LogConfig(), 1_700_000_000_000)
+    log.open(recovery_point=0, log_start_offset=0, clean=True)
+    log.append(build_batch([Record(None, b"r" * REGION_MIN_BYTES, (), 1_700_000_000_000)]), 1_700_000_000_000)
+    path = str(log.segments[0].log_path)
+    region = log.read(0, 1 << 20, as_region=True).records
+    assert isinstance(region, FileRegion)
+    recorder = _recorder()
+    recorder.observe(_exchange(ApiKey.FETCH, 12, None, _fetch_response(region), correlation_id=8))  # type: ignore[arg-type]
+    del region
+    gc.collect()
+
+    def failing_read(self: FileRegion, position: int, size: int) -> bytes:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(FileRegion, "pread", failing_read)
+    log.close()  # goes on, the recorder's failure logged
+    gc.collect()
+    assert path not in _descriptor_targets()
+    [entry] = recorder.recent()
+    assert entry["correlation_id"] == 8 and entry["response"] is None
+
+
+def _descriptor_targets() -> set[str]:
+    return {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+            if os.path.exists(f"/proc/self/fd/{fd}")}
 
 
 def test_the_ring_is_bounded_and_filters_queries() -> None:

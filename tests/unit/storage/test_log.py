@@ -652,6 +652,42 @@ def test_a_region_outlives_the_deletion_of_its_segment_then_its_file_is_closed(t
     log.close()
 
 
+def test_a_segment_closed_or_deleted_under_live_regions_tells_their_holders_once(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", LogConfig(segment_bytes=REGION_MIN_BYTES))
+    for index in range(2):
+        log.append(batch([bytes([index]) * REGION_MIN_BYTES]), NOW)  # a segment each
+    first_segment = str(log.segments[0].log_path)
+    told: list[str] = []
+    watched = log.read(0, 1 << 20, as_region=True).records
+    unwatched = log.read(0, 1 << 20, as_region=True).records
+    ended = log.read(0, 1 << 20, as_region=True).records
+    assert isinstance(watched, FileRegion) and isinstance(unwatched, FileRegion) and isinstance(ended, FileRegion)
+    expected = watched.read()
+
+    def let_go() -> None:
+        nonlocal watched
+        told.append("watched")
+        assert watched.read() == expected  # still readable when the holder is told
+        del watched
+
+    watched.on_orphaned = let_go
+    ended.on_orphaned = lambda: told.append("ended")
+    del ended
+    gc.collect()
+    later = log.read(1, 1 << 20, as_region=True).records  # in the second segment, which stays
+    assert isinstance(later, FileRegion)
+    later.on_orphaned = lambda: told.append("later")
+    log.delete_records_before(1)
+    assert told == ["watched"]  # the region that had ended and the one of a segment that stays: not told
+    assert f"{first_segment} (deleted)" in _open_descriptor_targets()  # `unwatched` still reads from it
+    del unwatched
+    gc.collect()
+    assert f"{first_segment} (deleted)" not in _open_descriptor_targets()
+    log.close()
+    assert told == ["watched", "later"]  # closing tells too, once
+    del later
+
+
 def test_closing_a_log_leaves_open_regions_readable(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0")
     log.append(batch([b"r" * REGION_MIN_BYTES]), NOW)
