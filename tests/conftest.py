@@ -126,6 +126,17 @@ def unique_topic(prefix: str = "t") -> str:
     return f"{prefix}-{os.getpid()}-{time.monotonic_ns()}"
 
 
+def open_descriptor_targets(pid: int | str = "self") -> list[str]:
+    """Where a process's open descriptors point (a removed file's ends in " (deleted)")."""
+    targets = []
+    for entry in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            targets.append(os.readlink(entry))
+        except OSError:
+            continue  # closed while listed (the listing's own descriptor among them)
+    return targets
+
+
 def poll_until(predicate, timeout: float = 15.0, interval: float = 0.05, message: str = "condition"):
     """Call `predicate` until it returns a truthy value or the deadline passes."""
     deadline = time.monotonic() + timeout

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import re
 import socket
 import time
@@ -22,7 +21,7 @@ import pytest
 from confluent_kafka import Producer
 from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
+from tests.conftest import BrokerProcess, open_descriptor_targets, poll_until, unique_topic
 
 from .helpers import consume, create_topic, transactional_producer
 
@@ -330,16 +329,10 @@ def test_a_deleted_topic_that_was_fetched_keeps_no_file_open(traced: Callable[..
         producer.produce(topic, value=value)
     assert producer.flush(DEADLINE_S) == 0
     assert [record.value for record in consume(broker.bootstrap, topic, len(values))] == values
-    descriptors = Path(f"/proc/{broker.process.pid}/fd")
+    pid = broker.process.pid
 
     def topic_files_open() -> list[str]:
-        targets = []
-        for entry in descriptors.iterdir():
-            try:
-                targets.append(os.readlink(entry))
-            except FileNotFoundError:
-                continue  # closed while listed
-        return [target for target in targets if f"/{topic}-0" in target]
+        return [target for target in open_descriptor_targets(pid) if f"/{topic}-0" in target]
 
     assert topic_files_open()  # the live segment, as before any deletion
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import os
 import sys
 import uuid
 from pathlib import Path
@@ -23,6 +22,8 @@ from minikafka.protocol.regions import FileRegion
 from minikafka.protocol.render import MAX_BATCHES_SUMMARISED, Walk, kafka_uuid, render_body
 from minikafka.storage.config import LogConfig
 from minikafka.storage.log import REGION_MIN_BYTES, PartitionLog
+
+from tests.conftest import open_descriptor_targets
 
 
 def _exchange(api_key: int, version: int, request: Any = None, response: Any = None, *, client_id: str = "c",
@@ -215,10 +216,10 @@ def test_a_fetch_answer_sent_from_a_segment_lets_go_of_it_when_the_segment_is_de
     recorder.observe(_exchange(ApiKey.FETCH, 12, None, _fetch_response(region)))  # type: ignore[arg-type]
     del region
     gc.collect()
-    assert first_segment in _descriptor_targets()  # the newest exchange is kept whole, its region with it
+    assert first_segment in open_descriptor_targets()  # the newest exchange is kept whole, its region with it
     log.delete_records_before(1)  # retention's way: no exchange follows
     gc.collect()
-    assert not any(target.startswith(first_segment) for target in _descriptor_targets())
+    assert not any(target.startswith(first_segment) for target in open_descriptor_targets())
     _produce_entry, fetch = recorder.recent()
     [summary] = fetch["response"]["responses"][0]["partitions"][0]["records"]["batches"]
     assert summary["baseOffset"] == 0 and summary["lastOffset"] == 0  # summarised from the file before it closed
@@ -244,14 +245,9 @@ def test_a_fetch_answer_whose_closing_segment_cannot_be_read_is_kept_without_its
     monkeypatch.setattr(FileRegion, "pread", failing_read)
     log.close()  # goes on, the recorder's failure logged
     gc.collect()
-    assert path not in _descriptor_targets()
+    assert path not in open_descriptor_targets()
     [entry] = recorder.recent()
     assert entry["correlation_id"] == 8 and entry["response"] is None
-
-
-def _descriptor_targets() -> set[str]:
-    return {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
-            if os.path.exists(f"/proc/self/fd/{fd}")}
 
 
 def test_the_ring_is_bounded_and_filters_queries() -> None:

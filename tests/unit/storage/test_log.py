@@ -27,6 +27,8 @@ from minikafka.storage.files import write_parts_fully
 from minikafka.storage.log import REGION_MIN_BYTES, PartitionLog
 from minikafka.storage.manager import CLEAN_SHUTDOWN_FILE, LogManager
 
+from tests.conftest import open_descriptor_targets
+
 NOW = 1_700_000_000_000
 
 
@@ -431,14 +433,7 @@ def test_a_big_segment_missing_its_offset_index_is_recovered(tmp_path: Path) -> 
 
 
 def _open_index_descriptors() -> int:
-    suffixes = (".index", ".timeindex", ".txnindex")
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            count += os.readlink(f"/proc/self/fd/{fd}").endswith(suffixes)
-        except OSError:
-            continue  # the listing's own descriptor, closed by now
-    return count
+    return sum(target.endswith((".index", ".timeindex", ".txnindex")) for target in open_descriptor_targets())
 
 
 def test_index_descriptors_beyond_the_budget_are_given_back_and_still_flushed(
@@ -613,11 +608,6 @@ def test_big_appends_written_from_the_callers_bytes_roll_by_their_byte_size(tmp_
 # --- reads left in the file: regions a Fetch sends with sendfile ------------------------------------------
 
 
-def _open_descriptor_targets() -> set[str]:
-    return {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
-            if os.path.exists(f"/proc/self/fd/{fd}")}
-
-
 def test_big_reads_can_stay_in_the_file_as_regions_small_ones_are_bytes(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0")
     log.append(batch([b"s" * 100]), NOW)
@@ -645,10 +635,10 @@ def test_a_region_outlives_the_deletion_of_its_segment_then_its_file_is_closed(t
     assert region.read() == other.read() == expected  # what was read is still what is sent
     del region
     gc.collect()
-    assert f"{first_segment} (deleted)" in _open_descriptor_targets()  # `other` still reads from it
+    assert f"{first_segment} (deleted)" in open_descriptor_targets()  # `other` still reads from it
     del other
     gc.collect()
-    assert f"{first_segment} (deleted)" not in _open_descriptor_targets()
+    assert f"{first_segment} (deleted)" not in open_descriptor_targets()
     log.close()
 
 
@@ -679,10 +669,10 @@ def test_a_segment_closed_or_deleted_under_live_regions_tells_their_holders_once
     later.on_orphaned = lambda: told.append("later")
     log.delete_records_before(1)
     assert told == ["watched"]  # the region that had ended and the one of a segment that stays: not told
-    assert f"{first_segment} (deleted)" in _open_descriptor_targets()  # `unwatched` still reads from it
+    assert f"{first_segment} (deleted)" in open_descriptor_targets()  # `unwatched` still reads from it
     del unwatched
     gc.collect()
-    assert f"{first_segment} (deleted)" not in _open_descriptor_targets()
+    assert f"{first_segment} (deleted)" not in open_descriptor_targets()
     log.close()
     assert told == ["watched", "later"]  # closing tells too, once
     del later
@@ -695,7 +685,7 @@ def test_closing_a_log_leaves_open_regions_readable(tmp_path: Path) -> None:
     region = log.read(0, 1 << 20, as_region=True).records
     log.close()
     path = str(tmp_path / "t-0" / "00000000000000000000.log")
-    assert isinstance(region, FileRegion) and region.read() == expected and path in _open_descriptor_targets()
+    assert isinstance(region, FileRegion) and region.read() == expected and path in open_descriptor_targets()
     del region
     gc.collect()
-    assert path not in _open_descriptor_targets()
+    assert path not in open_descriptor_targets()
