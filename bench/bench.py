@@ -454,6 +454,15 @@ class TransactionsRun:
     def broker_cpu_us_each(self) -> float:
         return self.broker_cpu_s / self.done * 1e6
 
+    @property
+    def client_cpu_us_each(self) -> float:
+        return self.client_cpu_s / self.done * 1e6
+
+    @property
+    def outside_broker_us_each(self) -> float:
+        """Wall time a transaction takes beyond the broker's CPU: the client's CPU, round trips, wake-ups."""
+        return (self.seconds - self.broker_cpu_s) / self.done * 1e6
+
 
 def run_transactions(broker: Broker, topic: str, producers: int, total: int) -> TransactionsRun:
     """`producers` transactional confluent-kafka producers, one thread each, commit `total` transactions of
@@ -517,12 +526,10 @@ def run_transactions(broker: Broker, topic: str, producers: int, total: int) -> 
 def measure_transactions(run: Run) -> dict[str, float]:
     """Transactions of 10 messages each, one after another (begin, produce, commit), as the issue asks."""
     result = run_transactions(run.broker, unique_topic(run, "bench-txn"), 1, TRANSACTIONS)
-    done = result.done
-    # What a transaction takes beyond the broker's CPU (the client's own CPU, round trips, thread wake-ups)
-    # bounds the rate of this loop even against a broker that costs nothing.
+    # What a transaction takes beyond the broker's CPU bounds the rate of this loop even against a broker
+    # that costs nothing.
     return {"txn_s": result.per_second, "txn_cpu_us": result.broker_cpu_us_each,
-            "txn_client_cpu_us": result.client_cpu_s / done * 1e6,
-            "txn_outside_broker_us": (result.seconds - result.broker_cpu_s) / done * 1e6}
+            "txn_client_cpu_us": result.client_cpu_us_each, "txn_outside_broker_us": result.outside_broker_us_each}
 
 
 def measure_concurrent_transactions(run: Run) -> dict[str, float]:
@@ -671,8 +678,8 @@ WORKLOADS: list[Workload] = [
     Workload("startup", measure_startup, (
         Row("startup_ms", f"startup to first ApiVersions (ms, median of {STARTS})", False),
     )),
-    # After the shutdown row, on a broker of its own: its 8 transactional ids a round land on some 30
-    # __transaction_state partitions, whose snapshots and fsyncs at a clean stop would move that row.
+    # After the shutdown row, on a broker of its own: its 8 transactional ids a round, 40 a run, land on some
+    # 30 __transaction_state partitions, whose snapshots and fsyncs at a clean stop would move that row.
     Workload("concurrent transactions", measure_concurrent_transactions, (
         Row("txns_s", f"transactions/s, {CONCURRENT_PRODUCERS} producers at once", True),
         Row("txns_cpu_us", f"broker CPU per transaction, {CONCURRENT_PRODUCERS} producers (us)", False),

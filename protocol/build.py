@@ -160,13 +160,15 @@ def _maker(cls: type) -> Maker:
     """`cls` from a dict of field values: names the class lacks are ignored, a given None is kept as it is,
     a field not given takes the class default, else its zero; one without either must be given."""
     names: dict[str, Any] = {"_MISSING": dataclasses.MISSING, "_cls": cls, "_new": object.__new__}
+    specs = _specs(cls)
     # Every field a slot of the class itself (kio's are); otherwise the class's own constructor is called.
-    slotted = all(isinstance(cls.__dict__.get(spec.name), types.MemberDescriptorType) for spec in _specs(cls))
+    slotted = all(isinstance(cls.__dict__.get(spec.name), types.MemberDescriptorType) for spec in specs)
     lines = ["def make(values):", "    get = values.get"]
     if slotted:
         lines.append("    obj = _new(_cls)")
-    for index, spec in enumerate(_specs(cls)):
+    for index, spec in enumerate(specs):
         value = f"_v{index}"
+        has_default = True
         if spec.default is not dataclasses.MISSING:
             names[f"_default{index}"] = spec.default
         else:
@@ -174,15 +176,15 @@ def _maker(cls: type) -> Maker:
                 # kio entities are frozen, so one zero entity can be shared by every response
                 names[f"_default{index}"] = _zero(spec)
             except TypeError:
+                has_default = False
                 names[f"_require{index}"] = functools.partial(_zero, spec)  # raises the TypeError
         convert = _converter(spec)
-        if convert is None and f"_default{index}" in names:
+        if convert is None and has_default:
             lines.append(f"    {value} = get({spec.name!r}, _default{index})")
         else:
             lines.append(f"    {value} = get({spec.name!r}, _MISSING)")
             lines.append(f"    if {value} is _MISSING:")
-            lines.append(f"        {value} = _default{index}" if f"_default{index}" in names
-                         else f"        _require{index}()")
+            lines.append(f"        {value} = _default{index}" if has_default else f"        _require{index}()")
             if convert is not None:
                 names[f"_convert{index}"] = convert
                 lines.append(f"    elif {value} is not None:")
@@ -193,8 +195,7 @@ def _maker(cls: type) -> Maker:
     if slotted:
         lines.append("    return obj")
     else:
-        lines.append("    return _cls(" + ", ".join(f"{spec.name}=_v{index}" for index, spec in enumerate(_specs(cls)))
-                     + ")")
+        lines.append("    return _cls(" + ", ".join(f"{spec.name}=_v{index}" for index, spec in enumerate(specs)) + ")")
     exec(compile("\n".join(lines), f"<minikafka maker {cls.__module__}.{cls.__qualname__}>", "exec"), names)
     make: Maker = names["make"]
     return make
