@@ -248,7 +248,7 @@ class Run:
 class Row:
     key: str
     label: str
-    higher_is_better: bool
+    higher_is_better: bool | None  # None: a figure that explains others, neither better nor worse
 
 
 @dataclass(frozen=True)
@@ -289,23 +289,61 @@ def open_group_coordinator(bootstrap: str, group: str) -> None:
     admin.list_consumer_group_offsets(request, request_timeout=30)[group].result(30)
 
 
+class ProduceRequestCounter:
+    """How many Produce requests a confluent-kafka producer has sent, from librdkafka's statistics (its
+    per-broker request counters). librdkafka emits them on its own timer, at most once a second, from a
+    poll: `fresh` waits for an emission made after it was called."""
+
+    CONFIG = {"statistics.interval.ms": 1000}
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.emissions = 0
+
+    def __call__(self, statistics_json: str) -> None:
+        brokers = json.loads(statistics_json).get("brokers", {})
+        self.requests = sum(broker.get("req", {}).get("Produce", 0) for broker in brokers.values())
+        self.emissions += 1
+
+    def fresh(self, producer: Producer, deadline_s: float = 5.0) -> int:
+        emitted = self.emissions
+        deadline = time.monotonic() + deadline_s
+        while self.emissions == emitted:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no librdkafka statistics within {deadline_s} s")
+            producer.poll(0.05)
+        return self.requests
+
+
+@dataclass
+class Produced:
+    seconds: float  # for the `count` messages after the acknowledged first one
+    requests: int | None  # Produce requests they took, when counted
+
+
 def produce_round_robin(bootstrap: str, targets: list[tuple[str, int]], count: int, value: bytes, deadline_s: float,
-                        on_started: Callable[[], None] | None = None, **config: Any) -> float:
-    """confluent-kafka produces 1 + `count` `value` messages round-robin over `targets` (acks=all, linger 5 ms);
-    seconds for the last `count`. `on_started` runs once the first one is acknowledged."""
+                        on_started: Callable[[], None] | None = None, on_finished: Callable[[], None] | None = None,
+                        count_requests: bool = False, **config: Any) -> Produced:
+    """confluent-kafka produces 1 + `count` `value` messages round-robin over `targets` (acks=all, linger 5 ms).
+    `on_started` runs once the first one is acknowledged, `on_finished` once the rest are; with
+    `count_requests`, the Produce requests the `count` messages took are counted too (librdkafka's
+    statistics, read before `on_started` and after `on_finished`: about a second each)."""
     failures: list[str] = []
 
     def delivered(error: Any, _message: Any) -> None:
         if error is not None:
             failures.append(str(error))
 
+    counter = ProduceRequestCounter() if count_requests else None
+    counting = {**ProduceRequestCounter.CONFIG, "stats_cb": counter} if counter is not None else {}
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                         "queue.buffering.max.messages": 1_000_000, **config})
+                         "queue.buffering.max.messages": 1_000_000, **counting, **config})
     deadline = time.monotonic() + deadline_s
     # One acknowledged message first, so connecting, metadata and (idempotent) InitProducerId are not timed.
     producer.produce(targets[0][0], value, partition=targets[0][1], on_delivery=delivered)
     if producer.flush(60) or failures:
         raise RuntimeError(f"warm-up message not acknowledged: {failures[:1]}")
+    requests_before = counter.fresh(producer) if counter is not None else 0
     if on_started is not None:
         on_started()
     started = time.perf_counter()
@@ -323,18 +361,35 @@ def produce_round_robin(bootstrap: str, targets: list[tuple[str, int]], count: i
             producer.poll(0)
     remaining = producer.flush(max(1.0, deadline - time.monotonic()))
     elapsed = time.perf_counter() - started
+    if on_finished is not None:
+        on_finished()
     if remaining:
         raise TimeoutError(f"{remaining} messages unacknowledged at the deadline")
     if failures:
         raise RuntimeError(f"{len(failures)} deliveries failed, first: {failures[0]}")
-    return elapsed
+    requests = counter.fresh(producer) - requests_before if counter is not None else None
+    return Produced(elapsed, requests)
 
 
-def produce_all(bootstrap: str, topic: str, count: int, on_started: Callable[[], None] | None = None,
-                value: bytes = VALUE, **config: Any) -> float:
-    """Produce 1 + `count` `value` messages round-robin over the partitions; seconds for the last `count`."""
+def produce_measured(run: Run, topic: str, count: int, value: bytes = VALUE,
+                     **config: Any) -> tuple[Produced, float]:
+    """Produce 1 + `count` `value` messages round-robin over `topic`'s partitions, the Produce requests counted;
+    (what was produced, broker CPU seconds for the last `count`)."""
+    cpu: list[float] = []
     targets = [(topic, partition) for partition in range(PRODUCE_PARTITIONS)]
-    return produce_round_robin(bootstrap, targets, count, value, WORKLOAD_DEADLINE_S, on_started, **config)
+    produced = produce_round_robin(run.broker.bootstrap, targets, count, value, WORKLOAD_DEADLINE_S,
+                                   on_started=lambda: cpu.append(run.broker.cpu_seconds()),
+                                   on_finished=lambda: cpu.append(run.broker.cpu_seconds()),
+                                   count_requests=True, **config)
+    return produced, cpu[1] - cpu[0]
+
+
+def per_request(prefix: str, produced: Produced, count: int, cpu: float) -> dict[str, float]:
+    """Messages per Produce request and broker CPU per request: librdkafka's batches grow when answers come
+    later, so the CPU per message of a broker whose cost is per request moves with them."""
+    assert produced.requests is not None
+    requests = max(produced.requests, 1)
+    return {f"{prefix}_msgs_request": count / requests, f"{prefix}_cpu_us_request": cpu / requests * 1e6}
 
 
 def measure_startup(run: Run) -> dict[str, float]:
@@ -352,16 +407,14 @@ def measure_idle_rss(run: Run) -> dict[str, float]:
 def measure_produce(run: Run) -> dict[str, float]:
     topic = unique_topic(run, "bench-produce")
     create_topic(run.broker.bootstrap, topic, PRODUCE_PARTITIONS)
-    cpu_before: list[float] = []
-    elapsed = produce_all(run.broker.bootstrap, topic, run.messages,
-                          on_started=lambda: cpu_before.append(run.broker.cpu_seconds()))
-    cpu = run.broker.cpu_seconds() - cpu_before[0]
+    produced, cpu = produce_measured(run, topic, run.messages)
     run.state["produced_topic"] = topic
     run.state["produced_count"] = run.messages + 1  # with the warm-up message
     return {
-        "produce_msgs_s": run.messages / elapsed,
-        "produce_mb_s": run.messages * len(VALUE) / elapsed / 1e6,
+        "produce_msgs_s": run.messages / produced.seconds,
+        "produce_mb_s": run.messages * len(VALUE) / produced.seconds / 1e6,
         "produce_cpu_us_msg": cpu / run.messages * 1e6,
+        **per_request("produce", produced, run.messages, cpu),
     }
 
 
@@ -421,22 +474,18 @@ def measure_consume(run: Run) -> dict[str, float]:
 def measure_idempotent_produce(run: Run) -> dict[str, float]:
     topic = unique_topic(run, "bench-idempotent")
     create_topic(run.broker.bootstrap, topic, PRODUCE_PARTITIONS)
-    cpu_before: list[float] = []
-    elapsed = produce_all(run.broker.bootstrap, topic, run.messages, **{"enable.idempotence": True},
-                          on_started=lambda: cpu_before.append(run.broker.cpu_seconds()))
-    cpu = run.broker.cpu_seconds() - cpu_before[0]
-    return {"idempotent_msgs_s": run.messages / elapsed, "idempotent_cpu_us_msg": cpu / run.messages * 1e6}
+    produced, cpu = produce_measured(run, topic, run.messages, **{"enable.idempotence": True})
+    return {"idempotent_msgs_s": run.messages / produced.seconds, "idempotent_cpu_us_msg": cpu / run.messages * 1e6,
+            **per_request("idempotent", produced, run.messages, cpu)}
 
 
 def measure_kib_produce(run: Run) -> dict[str, float]:
     topic = unique_topic(run, "bench-kib")
     create_topic(run.broker.bootstrap, topic, PRODUCE_PARTITIONS)
-    cpu_before: list[float] = []
     count = max(1, run.messages // 2)
-    elapsed = produce_all(run.broker.bootstrap, topic, count, value=KIB_VALUE,
-                          on_started=lambda: cpu_before.append(run.broker.cpu_seconds()))
-    cpu = run.broker.cpu_seconds() - cpu_before[0]
-    return {"kib_msgs_s": count / elapsed, "kib_cpu_us_msg": cpu / count * 1e6}
+    produced, cpu = produce_measured(run, topic, count, value=KIB_VALUE)
+    return {"kib_msgs_s": count / produced.seconds, "kib_cpu_us_msg": cpu / count * 1e6,
+            **per_request("kib", produced, count, cpu)}
 
 
 @dataclass
@@ -644,6 +693,8 @@ WORKLOADS: list[Workload] = [
         Row("produce_msgs_s", "produce throughput (msgs/s)", True),
         Row("produce_mb_s", "produce throughput (MB/s)", True),
         Row("produce_cpu_us_msg", "broker CPU per produced msg (us)", False),
+        Row("produce_msgs_request", "  messages per Produce request", None),
+        Row("produce_cpu_us_request", "  broker CPU per Produce request (us)", False),
     ), repeated=True),
     Workload("consume", measure_consume, (
         Row("consume_msgs_s", "consume throughput (msgs/s)", True),
@@ -652,10 +703,14 @@ WORKLOADS: list[Workload] = [
     Workload("idempotent produce", measure_idempotent_produce, (
         Row("idempotent_msgs_s", "idempotent produce (msgs/s)", True),
         Row("idempotent_cpu_us_msg", "broker CPU per idempotent msg (us)", False),
+        Row("idempotent_msgs_request", "  messages per Produce request", None),
+        Row("idempotent_cpu_us_request", "  broker CPU per Produce request (us)", False),
     ), repeated=True),
     Workload("1 KiB produce", measure_kib_produce, (
         Row("kib_msgs_s", "produce 1 KiB messages (msgs/s)", True),
         Row("kib_cpu_us_msg", "broker CPU per produced 1 KiB msg (us)", False),
+        Row("kib_msgs_request", "  messages per Produce request", None),
+        Row("kib_cpu_us_request", "  broker CPU per Produce request (us)", False),
     ), repeated=True),
     Workload("transactions", measure_transactions, (
         Row("txn_s", f"transactions/s ({MESSAGES_PER_TRANSACTION} msgs each, {TRANSACTIONS} in a row)", True),
@@ -766,7 +821,8 @@ def print_table(results: dict[str, dict[str, float]], messages: int, repeat: int
             if compare:
                 mk, tansu = values
                 ratio = f"{mk / tansu:.3g}" if mk is not None and tansu else "-"
-                line += f"{ratio:>16}  {'higher' if row.higher_is_better else 'lower'}"
+                better = {True: "higher", False: "lower", None: ""}[row.higher_is_better]
+                line += f"{ratio:>16}  {better}"
             print(line)
 
 

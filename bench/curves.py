@@ -224,11 +224,11 @@ def produce_with_client(broker: Broker, targets: list[tuple[str, int]], count: i
                         **config: Any) -> tuple[float, float]:
     """confluent-kafka produces `count` messages round-robin over `targets`; (seconds, broker CPU seconds)."""
     cpu_before: list[float] = []
-    elapsed = produce_round_robin(broker.bootstrap, targets, count, value, POINT_DEADLINE_S,
-                                  lambda: cpu_before.append(broker.cpu_seconds()),
-                                  **{"queue.buffering.max.kbytes": 2_000_000, "message.max.bytes": 4 * 1024 * 1024,
-                                     **config})
-    return elapsed, broker.cpu_seconds() - cpu_before[0]
+    produced = produce_round_robin(broker.bootstrap, targets, count, value, POINT_DEADLINE_S,
+                                   lambda: cpu_before.append(broker.cpu_seconds()),
+                                   **{"queue.buffering.max.kbytes": 2_000_000, "message.max.bytes": 4 * 1024 * 1024,
+                                      **config})
+    return produced.seconds, broker.cpu_seconds() - cpu_before[0]
 
 
 def consume_with_client(broker: Broker, targets: list[tuple[str, int]], count: int) -> tuple[float, float]:

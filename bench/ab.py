@@ -1,0 +1,193 @@
+"""Broker CPU per Produce request of the working tree against a commit, both loaded at the same time.
+
+    .venv/bin/python bench/ab.py [--base REV] [--rounds 10] [--records 700] [--requests 2000] [--aa]
+
+Broker A runs the code of `--base` (default HEAD: what the working tree changes), checked out into a
+temporary git worktree; broker B runs the working tree. Each round starts both on fresh data dirs and
+gives each its own client process, which sends the same pre-encoded Produce request (3 partitions of
+`--records` 100-byte records, acks=-1) `--inflight` at a time, `--requests` times; both clients start
+together, so a slow spell of this shared machine falls on both brokers at once. Printed: each broker's
+CPU per request and B/A for every round, then the medians (figures only, nothing asserted).
+
+Why not bench.py: with librdkafka the batches follow how fast each broker answers, so the CPU per
+message of one broker moves with the other's timing (two brokers of the same code, loaded at once by
+confluent-kafka, read 0.61-1.04 of each other per message); a fixed request leaves the broker's own cost.
+`--aa` runs the base code on both sides, to see this harness's own spread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import multiprocessing
+import os
+import shutil
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+
+import curves
+from minikafka.protocol.codec import encode_request
+
+import bench  # bench/ is the script's folder, so it is on sys.path
+
+ROOT = Path(__file__).resolve().parent.parent
+TOPIC = "ab"
+PARTITIONS = 3
+BARRIER_TIMEOUT_S = 60.0
+CLIENT_DEADLINE_S = 600.0
+_CORRELATION_AT = 8  # size (4), api key (2), version (2), then the correlation id
+
+
+def layers(setup_py: Path) -> tuple[str, ...]:
+    """The folders the package maps to minikafka.*, as setup.py lists them (without running it)."""
+    for node in ast.parse(setup_py.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(target, "id", None) == "LAYERS" for target in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    raise RuntimeError(f"no LAYERS in {setup_py}")
+
+
+def checkout(revision: str, into: Path) -> Path:
+    """A worktree of `revision` and, beside it, a folder whose `minikafka` package maps to its layers (as the
+    editable install maps the working tree's); put that folder first on PYTHONPATH to run the revision."""
+    worktree = into / "worktree"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(worktree), revision],
+                   check=True)
+    package = into / "path" / "minikafka"
+    package.mkdir(parents=True)
+    (package / "__init__.py").touch()
+    for layer in layers(worktree / "setup.py"):
+        (package / layer).symlink_to(worktree / layer, target_is_directory=True)
+    return package.parent
+
+
+def broker_for(python_path: Path | None) -> bench.Broker:
+    broker = bench.minikafka_broker()
+    env = dict(broker.env if broker.env is not None else os.environ)
+    if python_path is not None:
+        env["PYTHONPATH"] = str(python_path)
+    broker.env = env
+    return broker
+
+
+def _receive_exactly(sock: socket.socket, size: int) -> None:
+    remaining = size
+    while remaining:
+        chunk = sock.recv(min(remaining, 1 << 20))
+        if not chunk:
+            raise EOFError("broker closed the connection")
+        remaining -= len(chunk)
+
+
+def _receive_answer(sock: socket.socket) -> None:
+    header = bytearray()
+    while len(header) < 4:
+        chunk = sock.recv(4 - len(header))
+        if not chunk:
+            raise EOFError("broker closed the connection")
+        header += chunk
+    (size,) = struct.unpack(">i", header)
+    _receive_exactly(sock, size)
+
+
+def send_requests(port: int, records: int, requests: int, inflight: int, barrier: Barrier) -> None:
+    """The client process: a few requests to warm the broker up, then, once both clients are ready, `requests`
+    of the same Produce request, at most `inflight` unanswered."""
+    batches = {partition: curves.raw_batch(records, b"x" * 100) for partition in range(PARTITIONS)}
+    frame = bytearray(encode_request(1, curves.produce_request(TOPIC, batches), client_id="ab"))
+    with socket.create_connection(("127.0.0.1", port), timeout=CLIENT_DEADLINE_S) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def send(number: int) -> None:
+            struct.pack_into(">i", frame, _CORRELATION_AT, number)
+            sock.sendall(frame)
+
+        for number in range(20):
+            send(number)
+            _receive_answer(sock)
+        barrier.wait(BARRIER_TIMEOUT_S)
+        sent = 0
+        while sent < min(inflight, requests):
+            send(sent)
+            sent += 1
+        for _answered in range(requests):
+            _receive_answer(sock)
+            if sent < requests:
+                send(sent)
+                sent += 1
+
+
+def one_round(base_path: Path, candidate_path: Path | None, args: argparse.Namespace) -> dict[str, float]:
+    """Both brokers under load at once; broker CPU µs per request, by side."""
+    brokers = {"A": broker_for(base_path), "B": broker_for(candidate_path)}
+    try:
+        for broker in brokers.values():
+            broker.start()
+            bench.create_topic(broker.bootstrap, TOPIC, PARTITIONS)
+        barrier = multiprocessing.Barrier(len(brokers) + 1)
+        clients = [multiprocessing.Process(target=send_requests,
+                                           args=(broker.port, args.records, args.requests, args.inflight, barrier))
+                   for broker in brokers.values()]
+        for client in clients:
+            client.start()
+        # Read the CPU clocks only when both clients have warmed up and wait for this barrier's last party.
+        while barrier.n_waiting < len(clients):
+            if not all(client.is_alive() for client in clients):
+                raise RuntimeError("a client ended before the measured requests")
+            time.sleep(0.01)
+        before = {side: broker.cpu_seconds() for side, broker in brokers.items()}
+        barrier.wait(BARRIER_TIMEOUT_S)
+        for client in clients:
+            client.join(CLIENT_DEADLINE_S)
+            if client.exitcode != 0:
+                raise RuntimeError(f"a client failed (exit code {client.exitcode})")
+        return {side: (broker.cpu_seconds() - before[side]) / args.requests * 1e6 for side, broker in brokers.items()}
+    finally:
+        for broker in brokers.values():
+            broker.cleanup()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--base", default="HEAD", help="the commit broker A runs (default HEAD)")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--records", type=int, default=700, help="100-byte records in each of the 3 batches")
+    parser.add_argument("--requests", type=int, default=2000, help="measured requests per broker and round")
+    parser.add_argument("--inflight", type=int, default=2, help="requests a client keeps unanswered")
+    parser.add_argument("--aa", action="store_true", help="the base commit on both sides")
+    args = parser.parse_args()
+    if min(args.rounds, args.records, args.requests, args.inflight) < 1:
+        parser.error("--rounds, --records, --requests and --inflight must be at least 1")
+    scratch = Path(tempfile.mkdtemp(prefix="minikafka-ab-"))
+    ratios: list[float] = []
+    per_side: dict[str, list[float]] = {"A": [], "B": []}
+    try:
+        base_path = checkout(args.base, scratch)
+        candidate_path = base_path if args.aa else None
+        print(f"A: {args.base}; B: {'the same' if args.aa else 'the working tree'}; 3 x {args.records} records a "
+              f"request, {args.requests} requests, {args.inflight} in flight", flush=True)
+        for number in range(args.rounds):
+            cpu = one_round(base_path, candidate_path, args)
+            for side, value in cpu.items():
+                per_side[side].append(value)
+            ratios.append(cpu["B"] / cpu["A"])
+            print(f"round {number + 1}: A {cpu['A']:.0f} µs, B {cpu['B']:.0f} µs a request, B/A {ratios[-1]:.3f}",
+                  flush=True)
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(scratch / "worktree")],
+                       check=False)
+        shutil.rmtree(scratch, ignore_errors=True)
+    median_a, median_b = statistics.median(per_side["A"]), statistics.median(per_side["B"])
+    print(f"median B/A {statistics.median(ratios):.3f} (rounds {min(ratios):.3f}-{max(ratios):.3f}); medians "
+          f"A {median_a:.0f} µs, B {median_b:.0f} µs a request, their ratio {median_b / median_a:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
