@@ -1,6 +1,8 @@
-"""Broker CPU per Produce request of the working tree against a commit, both loaded at the same time.
+"""Broker CPU per Produce request (or per transaction) of the working tree against a commit, both loaded at
+the same time.
 
     .venv/bin/python bench/ab.py [--base REV] [--rounds 10] [--records 700] [--requests 2000] [--aa]
+    .venv/bin/python bench/ab.py --workload transactions [--transactions 1000] [--base REV] [--rounds 10] [--aa]
 
 Broker A runs the code of `--base` (default HEAD: what the working tree changes), checked out into a
 temporary git worktree; broker B runs the working tree. Each round starts both on fresh data dirs and
@@ -8,6 +10,10 @@ gives each its own client process, which sends the same pre-encoded Produce requ
 `--records` 100-byte records, acks=-1) `--inflight` at a time, `--requests` times; both clients start
 together, so a slow spell of this shared machine falls on both brokers at once. Printed: each broker's
 CPU per request and B/A for every round, then the medians (figures only, nothing asserted).
+`--workload transactions` gives each broker a confluent-kafka transactional producer instead, committing
+bench.py's transactions (10 messages over the 3 partitions, linger 0) one after the other: their requests
+(AddPartitionsToTxn, a Produce per partition, EndTxn) do not depend on the broker's timing, so the figure
+is the broker CPU per transaction.
 
 Why not bench.py: with librdkafka the batches follow how fast each broker answers, so the CPU per
 message of one broker moves with the other's timing (two brokers of the same code, loaded at once by
@@ -31,8 +37,10 @@ import tempfile
 import time
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
+from typing import Any
 
 import curves
+from confluent_kafka import Producer
 from minikafka.protocol.codec import encode_request
 
 import bench  # bench/ is the script's folder, so it is on sys.path
@@ -123,17 +131,51 @@ def send_requests(port: int, records: int, requests: int, inflight: int, barrier
                 sent += 1
 
 
+def commit_transactions(port: int, transactions: int, barrier: Barrier) -> None:
+    """The client process of the transactions workload: a few transactions to warm the broker up, then,
+    once both clients are ready, `transactions` of them."""
+    failures: list[str] = []
+
+    def delivered(error: Any, _message: Any) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "transactional.id": f"ab-{port}",
+                         "linger.ms": 0, "on_delivery": delivered})
+    producer.init_transactions(BARRIER_TIMEOUT_S)
+
+    def commit(number: int) -> None:
+        producer.begin_transaction()
+        for index in range(bench.MESSAGES_PER_TRANSACTION):
+            producer.produce(TOPIC, bench.VALUE, partition=(number + index) % PARTITIONS)
+        producer.commit_transaction(BARRIER_TIMEOUT_S)
+
+    for number in range(5):
+        commit(number)
+    barrier.wait(BARRIER_TIMEOUT_S)
+    for number in range(transactions):
+        commit(number)
+    if failures:
+        raise RuntimeError(f"{len(failures)} deliveries failed, first: {failures[0]}")
+
+
 def one_round(base_path: Path, candidate_path: Path | None, args: argparse.Namespace) -> dict[str, float]:
-    """Both brokers under load at once; broker CPU µs per request, by side."""
+    """Both brokers under load at once; broker CPU µs per request (or per transaction), by side."""
     brokers = {"A": broker_for(base_path), "B": broker_for(candidate_path)}
     try:
         for broker in brokers.values():
             broker.start()
             bench.create_topic(broker.bootstrap, TOPIC, PARTITIONS)
         barrier = multiprocessing.Barrier(len(brokers) + 1)
-        clients = [multiprocessing.Process(target=send_requests,
-                                           args=(broker.port, args.records, args.requests, args.inflight, barrier))
-                   for broker in brokers.values()]
+        if args.workload == "transactions":
+            units = args.transactions
+            clients = [multiprocessing.Process(target=commit_transactions, args=(broker.port, units, barrier))
+                       for broker in brokers.values()]
+        else:
+            units = args.requests
+            clients = [multiprocessing.Process(target=send_requests,
+                                               args=(broker.port, args.records, units, args.inflight, barrier))
+                       for broker in brokers.values()]
         for client in clients:
             client.start()
         # Read the CPU clocks only when both clients have warmed up and wait for this barrier's last party.
@@ -147,7 +189,7 @@ def one_round(base_path: Path, candidate_path: Path | None, args: argparse.Names
             client.join(CLIENT_DEADLINE_S)
             if client.exitcode != 0:
                 raise RuntimeError(f"a client failed (exit code {client.exitcode})")
-        return {side: (broker.cpu_seconds() - before[side]) / args.requests * 1e6 for side, broker in brokers.items()}
+        return {side: (broker.cpu_seconds() - before[side]) / units * 1e6 for side, broker in brokers.items()}
     finally:
         for broker in brokers.values():
             broker.cleanup()
@@ -156,28 +198,33 @@ def one_round(base_path: Path, candidate_path: Path | None, args: argparse.Names
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", default="HEAD", help="the commit broker A runs (default HEAD)")
+    parser.add_argument("--workload", choices=["produce", "transactions"], default="produce")
+    parser.add_argument("--transactions", type=int, default=1000, help="measured transactions per broker and round")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--records", type=int, default=700, help="100-byte records in each of the 3 batches")
     parser.add_argument("--requests", type=int, default=2000, help="measured requests per broker and round")
     parser.add_argument("--inflight", type=int, default=2, help="requests a client keeps unanswered")
     parser.add_argument("--aa", action="store_true", help="the base commit on both sides")
     args = parser.parse_args()
-    if min(args.rounds, args.records, args.requests, args.inflight) < 1:
-        parser.error("--rounds, --records, --requests and --inflight must be at least 1")
+    if min(args.rounds, args.records, args.requests, args.inflight, args.transactions) < 1:
+        parser.error("--rounds, --records, --requests, --inflight and --transactions must be at least 1")
+    unit = "transaction" if args.workload == "transactions" else "request"
     scratch = Path(tempfile.mkdtemp(prefix="minikafka-ab-"))
     ratios: list[float] = []
     per_side: dict[str, list[float]] = {"A": [], "B": []}
     try:
         base_path = checkout(args.base, scratch)
         candidate_path = base_path if args.aa else None
-        print(f"A: {args.base}; B: {'the same' if args.aa else 'the working tree'}; 3 x {args.records} records a "
-              f"request, {args.requests} requests, {args.inflight} in flight", flush=True)
+        load = (f"{args.transactions} transactions of {bench.MESSAGES_PER_TRANSACTION} messages"
+                if args.workload == "transactions" else
+                f"3 x {args.records} records a request, {args.requests} requests, {args.inflight} in flight")
+        print(f"A: {args.base}; B: {'the same' if args.aa else 'the working tree'}; {load}", flush=True)
         for number in range(args.rounds):
             cpu = one_round(base_path, candidate_path, args)
             for side, value in cpu.items():
                 per_side[side].append(value)
             ratios.append(cpu["B"] / cpu["A"])
-            print(f"round {number + 1}: A {cpu['A']:.0f} µs, B {cpu['B']:.0f} µs a request, B/A {ratios[-1]:.3f}",
+            print(f"round {number + 1}: A {cpu['A']:.0f} µs, B {cpu['B']:.0f} µs a {unit}, B/A {ratios[-1]:.3f}",
                   flush=True)
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(scratch / "worktree")],
@@ -185,7 +232,7 @@ def main() -> int:
         shutil.rmtree(scratch, ignore_errors=True)
     median_a, median_b = statistics.median(per_side["A"]), statistics.median(per_side["B"])
     print(f"median B/A {statistics.median(ratios):.3f} (rounds {min(ratios):.3f}-{max(ratios):.3f}); medians "
-          f"A {median_a:.0f} µs, B {median_b:.0f} µs a request, their ratio {median_b / median_a:.3f}")
+          f"A {median_a:.0f} µs, B {median_b:.0f} µs a {unit}, their ratio {median_b / median_a:.3f}")
     return 0
 
 
