@@ -4,12 +4,13 @@ the same time.
     .venv/bin/python bench/ab.py [--base REV] [--rounds 10] [--records 700] [--requests 2000] [--aa]
     .venv/bin/python bench/ab.py --workload transactions [--transactions 1000] [--base REV] [--rounds 10] [--aa]
 
-Broker A runs the code of `--base` (default HEAD: what the working tree changes), checked out into a
-temporary git worktree; broker B runs the working tree. Each round starts both on fresh data dirs and
-gives each its own client process, which sends the same pre-encoded Produce request (3 partitions of
-`--records` 100-byte records, acks=-1) `--inflight` at a time, `--requests` times; both clients start
-together, so a slow spell of this shared machine falls on both brokers at once. Printed: each broker's
-CPU per request and B/A for every round, then the medians (figures only, nothing asserted).
+Broker A runs the code of `--base` (default HEAD: what the working tree changes), unpacked into a
+temporary folder (the soak harness's unpack_code); broker B runs the working tree. Each round starts
+both on fresh data dirs and gives each its own client process, which sends the same pre-encoded
+Produce request (3 partitions of `--records` 100-byte records, acks=-1) `--inflight` at a time,
+`--requests` times; both clients start together, so a slow spell of this shared machine falls on both
+brokers at once. Printed: each broker's CPU per request and B/A for every round, then the medians
+(figures only, nothing asserted).
 `--workload transactions` gives each broker a confluent-kafka transactional producer instead, committing
 bench.py's transactions (10 messages over the 3 partitions, linger 0) one after the other: their requests
 (AddPartitionsToTxn, a Produce per partition, EndTxn) do not depend on the broker's timing, so the figure
@@ -24,20 +25,17 @@ confluent-kafka, read 0.61-1.04 of each other per message); a fixed request leav
 from __future__ import annotations
 
 import argparse
-import ast
 import multiprocessing
 import os
 import shutil
 import socket
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
-from typing import Any
 
 import curves
 from confluent_kafka import Producer
@@ -46,33 +44,14 @@ from minikafka.protocol.codec import encode_request
 import bench  # bench/ is the script's folder, so it is on sys.path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # for the soak harness's unpack_code, which runs a commit's broker too
+from tests.soak.harness import unpack_code  # noqa: E402
+
 TOPIC = "ab"
-PARTITIONS = 3
+PARTITIONS = bench.PRODUCE_PARTITIONS  # as bench.commit_transaction spreads its messages
 BARRIER_TIMEOUT_S = 60.0
 CLIENT_DEADLINE_S = 600.0
 _CORRELATION_AT = 8  # size (4), api key (2), version (2), then the correlation id
-
-
-def layers(setup_py: Path) -> tuple[str, ...]:
-    """The folders the package maps to minikafka.*, as setup.py lists them (without running it)."""
-    for node in ast.parse(setup_py.read_text()).body:
-        if isinstance(node, ast.Assign) and any(getattr(target, "id", None) == "LAYERS" for target in node.targets):
-            return tuple(ast.literal_eval(node.value))
-    raise RuntimeError(f"no LAYERS in {setup_py}")
-
-
-def checkout(revision: str, into: Path) -> Path:
-    """A worktree of `revision` and, beside it, a folder whose `minikafka` package maps to its layers (as the
-    editable install maps the working tree's); put that folder first on PYTHONPATH to run the revision."""
-    worktree = into / "worktree"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(worktree), revision],
-                   check=True)
-    package = into / "path" / "minikafka"
-    package.mkdir(parents=True)
-    (package / "__init__.py").touch()
-    for layer in layers(worktree / "setup.py"):
-        (package / layer).symlink_to(worktree / layer, target_is_directory=True)
-    return package.parent
 
 
 def broker_for(python_path: Path | None) -> bench.Broker:
@@ -84,24 +63,9 @@ def broker_for(python_path: Path | None) -> bench.Broker:
     return broker
 
 
-def _receive_exactly(sock: socket.socket, size: int) -> None:
-    remaining = size
-    while remaining:
-        chunk = sock.recv(min(remaining, 1 << 20))
-        if not chunk:
-            raise EOFError("broker closed the connection")
-        remaining -= len(chunk)
-
-
 def _receive_answer(sock: socket.socket) -> None:
-    header = bytearray()
-    while len(header) < 4:
-        chunk = sock.recv(4 - len(header))
-        if not chunk:
-            raise EOFError("broker closed the connection")
-        header += chunk
-    (size,) = struct.unpack(">i", header)
-    _receive_exactly(sock, size)
+    (size,) = struct.unpack(">i", bench.recv_exactly(sock, 4))
+    bench.recv_exactly(sock, size)
 
 
 def send_requests(port: int, records: int, requests: int, inflight: int, barrier: Barrier) -> None:
@@ -133,30 +97,15 @@ def send_requests(port: int, records: int, requests: int, inflight: int, barrier
 
 def commit_transactions(port: int, transactions: int, barrier: Barrier) -> None:
     """The client process of the transactions workload: a few transactions to warm the broker up, then,
-    once both clients are ready, `transactions` of them."""
-    failures: list[str] = []
-
-    def delivered(error: Any, _message: Any) -> None:
-        if error is not None:
-            failures.append(str(error))
-
+    once both clients are ready, `transactions` of them (a failed delivery fails its commit)."""
     producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "transactional.id": f"ab-{port}",
-                         "linger.ms": 0, "on_delivery": delivered})
+                         "linger.ms": 0})
     producer.init_transactions(BARRIER_TIMEOUT_S)
-
-    def commit(number: int) -> None:
-        producer.begin_transaction()
-        for index in range(bench.MESSAGES_PER_TRANSACTION):
-            producer.produce(TOPIC, bench.VALUE, partition=(number + index) % PARTITIONS)
-        producer.commit_transaction(BARRIER_TIMEOUT_S)
-
     for number in range(5):
-        commit(number)
+        bench.commit_transaction(producer, TOPIC, number)
     barrier.wait(BARRIER_TIMEOUT_S)
     for number in range(transactions):
-        commit(number)
-    if failures:
-        raise RuntimeError(f"{len(failures)} deliveries failed, first: {failures[0]}")
+        bench.commit_transaction(producer, TOPIC, number)
 
 
 def one_round(base_path: Path, candidate_path: Path | None, args: argparse.Namespace) -> dict[str, float]:
@@ -213,7 +162,7 @@ def main() -> int:
     ratios: list[float] = []
     per_side: dict[str, list[float]] = {"A": [], "B": []}
     try:
-        base_path = checkout(args.base, scratch)
+        _unpacked, base_path = unpack_code(args.base, scratch)
         candidate_path = base_path if args.aa else None
         load = (f"{args.transactions} transactions of {bench.MESSAGES_PER_TRANSACTION} messages"
                 if args.workload == "transactions" else
@@ -227,8 +176,6 @@ def main() -> int:
             print(f"round {number + 1}: A {cpu['A']:.0f} µs, B {cpu['B']:.0f} µs a {unit}, B/A {ratios[-1]:.3f}",
                   flush=True)
     finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(scratch / "worktree")],
-                       check=False)
         shutil.rmtree(scratch, ignore_errors=True)
     median_a, median_b = statistics.median(per_side["A"]), statistics.median(per_side["B"])
     print(f"median B/A {statistics.median(ratios):.3f} (rounds {min(ratios):.3f}-{max(ratios):.3f}); medians "

@@ -80,8 +80,8 @@ def api_versions_answered(port: int, timeout: float = 1.0) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
             sock.sendall(struct.pack(">i", len(body)) + body)
-            size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
-            response = _recv_exactly(sock, size)
+            size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+            response = recv_exactly(sock, size)
             return struct.unpack(">i", response[:4])[0] == correlation_id
     except (OSError, struct.error, ConnectionError):
         return False
@@ -115,7 +115,8 @@ def sigterm_to_exit(broker: Broker) -> float:
     return elapsed
 
 
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+def recv_exactly(sock: socket.socket, size: int) -> bytes:
+    """`size` bytes from a blocking socket; ConnectionError if it closes first."""
     chunks = bytearray()
     while len(chunks) < size:
         chunk = sock.recv(size - len(chunks))
@@ -513,6 +514,15 @@ class TransactionsRun:
         return (self.seconds - self.broker_cpu_s) / self.done * 1e6
 
 
+def commit_transaction(producer: Producer, topic: str, number: int) -> None:
+    """One of the bench's transactions: begin, MESSAGES_PER_TRANSACTION messages round-robin over the
+    partitions from `number` on, commit."""
+    producer.begin_transaction()
+    for index in range(MESSAGES_PER_TRANSACTION):
+        producer.produce(topic, VALUE, partition=(number + index) % PRODUCE_PARTITIONS)
+    producer.commit_transaction(30)
+
+
 def run_transactions(broker: Broker, topic: str, producers: int, total: int) -> TransactionsRun:
     """`producers` transactional confluent-kafka producers, one thread each, commit `total` transactions of
     MESSAGES_PER_TRANSACTION messages between them, each one after the other (begin, produce, commit).
@@ -533,24 +543,18 @@ def run_transactions(broker: Broker, topic: str, producers: int, total: int) -> 
     errors: list[BaseException] = []
     started = threading.Event()
 
-    def transaction(producer: Producer, number: int) -> None:
-        producer.begin_transaction()
-        for index in range(MESSAGES_PER_TRANSACTION):
-            producer.produce(topic, VALUE, partition=(number + index) % PRODUCE_PARTITIONS)
-        producer.commit_transaction(30)
-
     def commit_share(index: int, share: int) -> None:
         try:
             started.wait(START_DEADLINE_S)
             while done[index] < share and time.monotonic() < deadline:
-                transaction(clients[index], done[index])
+                commit_transaction(clients[index], topic, done[index])
                 done[index] += 1
         except BaseException as exc:  # reported by the measuring thread
             errors.append(exc)
 
     for producer in clients:
         producer.init_transactions(30)
-        transaction(producer, -1)
+        commit_transaction(producer, topic, -1)
     threads = [threading.Thread(target=commit_share, args=(index, total // producers + (index < total % producers)))
                for index in range(producers)]
     for thread in threads:

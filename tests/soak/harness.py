@@ -679,9 +679,10 @@ def format_summary(summary: Summary, seed: int) -> str:
     ])
 
 
-def freeze_code(revision: str, target: Path) -> str:
-    """Unpack `revision` and make broker subprocesses import minikafka from it: a regular `minikafka`
-    package on PYTHONPATH is found before the editable install's finder, which comes last in meta_path."""
+def unpack_code(revision: str, target: Path) -> tuple[str, Path]:
+    """Unpack `revision` under `target`; returns what was unpacked (its commit, where) and the folder to put
+    first on PYTHONPATH for a broker subprocess to import minikafka from it: a regular `minikafka` package
+    there is found before the editable install's finder, which comes last in meta_path."""
     repository = Path(__file__).resolve().parents[2]
     commit = subprocess.run(["git", "-C", str(repository), "rev-parse", "--verify", f"{revision}^{{commit}}"],
                             capture_output=True, text=True, check=True).stdout.strip()
@@ -693,12 +694,19 @@ def freeze_code(revision: str, target: Path) -> str:
     (package / "__init__.py").touch()
     for name in ("protocol", "storage", "coordinator", "broker", "pipeline"):
         (package / name).symlink_to(source / name)
-    os.environ["PYTHONPATH"] = str(package.parent)
     where = subprocess.run([sys.executable, "-c", "import minikafka.broker as b; print(b.__file__)"],
+                           env={**os.environ, "PYTHONPATH": str(package.parent)},
                            capture_output=True, text=True, check=True).stdout.strip()
     if not where.startswith(str(package)):
         raise RuntimeError(f"the broker would still import {where}")
-    return f"{commit} from {source}"
+    return f"{commit} from {source}", package.parent
+
+
+def freeze_code(revision: str, target: Path) -> str:
+    """Make every broker subprocess started from now on import minikafka from `revision` (unpack_code)."""
+    unpacked, python_path = unpack_code(revision, target)
+    os.environ["PYTHONPATH"] = str(python_path)
+    return unpacked
 
 
 def main(argv: list[str] | None = None) -> int:
