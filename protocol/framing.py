@@ -178,7 +178,7 @@ class FrameReceiver(asyncio.BufferedProtocol):
                 self._start = body_start + size
             elif size > _SMALL_FRAME:
                 self._body = bytearray(min(size, max(_FIRST_BODY_CAPACITY, available)))
-                self._body[:available] = buffer[body_start:self._end]
+                self._body[:available] = memoryview(buffer)[body_start:self._end]
                 self._body_size, self._body_filled = size, available
                 self._start = self._end = 0
                 return
