@@ -150,7 +150,7 @@ def main() -> int:
     parser.add_argument("--workload", choices=["produce", "transactions"], default="produce")
     parser.add_argument("--transactions", type=int, default=1000, help="measured transactions per broker and round")
     parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--records", type=int, default=700, help="100-byte records in each of the 3 batches")
+    parser.add_argument("--records", type=int, default=700, help="100-byte records in each partition's batch")
     parser.add_argument("--requests", type=int, default=2000, help="measured requests per broker and round")
     parser.add_argument("--inflight", type=int, default=2, help="requests a client keeps unanswered")
     parser.add_argument("--aa", action="store_true", help="the base commit on both sides")
@@ -166,7 +166,7 @@ def main() -> int:
         candidate_path = base_path if args.aa else None
         load = (f"{args.transactions} transactions of {bench.MESSAGES_PER_TRANSACTION} messages"
                 if args.workload == "transactions" else
-                f"3 x {args.records} records a request, {args.requests} requests, {args.inflight} in flight")
+                f"{PARTITIONS} x {args.records} records a request, {args.requests} requests, {args.inflight} in flight")
         print(f"A: {args.base}; B: {'the same' if args.aa else 'the working tree'}; {load}", flush=True)
         for number in range(args.rounds):
             cpu = one_round(base_path, candidate_path, args)
