@@ -372,17 +372,25 @@ def produce_round_robin(bootstrap: str, targets: list[tuple[str, int]], count: i
     return Produced(elapsed, requests)
 
 
+def produce_with_broker_cpu(broker: Broker, targets: list[tuple[str, int]], count: int, value: bytes,
+                            deadline_s: float, count_requests: bool = False,
+                            **config: Any) -> tuple[Produced, float]:
+    """`produce_round_robin`; (what was produced, `broker`'s CPU seconds for the last `count` messages)."""
+    cpu: list[float] = []
+    produced = produce_round_robin(broker.bootstrap, targets, count, value, deadline_s,
+                                   on_started=lambda: cpu.append(broker.cpu_seconds()),
+                                   on_finished=lambda: cpu.append(broker.cpu_seconds()),
+                                   count_requests=count_requests, **config)
+    return produced, cpu[1] - cpu[0]
+
+
 def produce_measured(run: Run, topic: str, count: int, value: bytes = VALUE,
                      **config: Any) -> tuple[Produced, float]:
     """Produce 1 + `count` `value` messages round-robin over `topic`'s partitions, the Produce requests counted;
     (what was produced, broker CPU seconds for the last `count`)."""
-    cpu: list[float] = []
     targets = [(topic, partition) for partition in range(PRODUCE_PARTITIONS)]
-    produced = produce_round_robin(run.broker.bootstrap, targets, count, value, WORKLOAD_DEADLINE_S,
-                                   on_started=lambda: cpu.append(run.broker.cpu_seconds()),
-                                   on_finished=lambda: cpu.append(run.broker.cpu_seconds()),
-                                   count_requests=True, **config)
-    return produced, cpu[1] - cpu[0]
+    return produce_with_broker_cpu(run.broker, targets, count, value, WORKLOAD_DEADLINE_S, count_requests=True,
+                                   **config)
 
 
 def per_request(prefix: str, produced: Produced, count: int, cpu: float) -> dict[str, float]:

@@ -62,7 +62,7 @@ from bench import (  # bench/ is the script's folder, so it is on sys.path
     Broker,
     consume_from_start,
     format_figure,
-    produce_round_robin,
+    produce_with_broker_cpu,
     run_transactions,
     selected_brokers,
 )
@@ -223,12 +223,10 @@ def restart_keeping_data(broker: Broker, kill: bool) -> float:
 def produce_with_client(broker: Broker, targets: list[tuple[str, int]], count: int, value: bytes,
                         **config: Any) -> tuple[float, float]:
     """confluent-kafka produces `count` messages round-robin over `targets`; (seconds, broker CPU seconds)."""
-    cpu_before: list[float] = []
-    produced = produce_round_robin(broker.bootstrap, targets, count, value, POINT_DEADLINE_S,
-                                   lambda: cpu_before.append(broker.cpu_seconds()),
-                                   **{"queue.buffering.max.kbytes": 2_000_000, "message.max.bytes": 4 * 1024 * 1024,
-                                      **config})
-    return produced.seconds, broker.cpu_seconds() - cpu_before[0]
+    produced, cpu = produce_with_broker_cpu(
+        broker, targets, count, value, POINT_DEADLINE_S,
+        **{"queue.buffering.max.kbytes": 2_000_000, "message.max.bytes": 4 * 1024 * 1024, **config})
+    return produced.seconds, cpu
 
 
 def consume_with_client(broker: Broker, targets: list[tuple[str, int]], count: int) -> tuple[float, float]:
