@@ -2,10 +2,10 @@
 
     .venv/bin/python bench/txn_counts.py [--transactions 500]
 
-The issue asks for these counts of one cycle next to Kafka's (README, Performance, Transactions).
-A broker runs as in bench.py, with its admin listener on; one confluent-kafka transactional producer
-commits `--transactions` of bench.py's transactions (begin, 10 messages over 3 partitions, commit)
-while `strace -f` is attached to the broker. The broker's request metrics (GET /metrics) give the
+The README sets these counts next to Kafka's cycle (Performance, Transactions). A broker runs as in
+bench.py, with its admin listener on; one confluent-kafka transactional producer commits
+`--transactions` of bench.py's transactions (begin, 10 messages over 3 partitions, commit) while
+`strace -f` is attached to the broker. The broker's request metrics (GET /metrics) give the
 requests by API; strace's lines, with each descriptor's path (-y) and the first bytes written (-s 24
 -xx), give the rest: a write to a segment (`.log`) is one log append, told apart by its log
 (`__transaction_state`, `__consumer_offsets` or a data partition) and, in a data partition, by the
@@ -123,6 +123,7 @@ def main() -> int:
                     ready_line=True, env=base.env)
     with tempfile.TemporaryDirectory(prefix="minikafka-txn-counts-") as scratch:
         trace = Path(scratch) / "strace.out"
+        tracer: subprocess.Popen[bytes] | None = None
         try:
             broker.start()
             assert broker.process is not None
@@ -140,6 +141,9 @@ def main() -> int:
             # Read after the trace stops: the GET's own request and socket calls are not in it.
             requests = requests_by_api(admin_port) - before
         finally:
+            if tracer is not None and tracer.poll() is None:
+                tracer.kill()
+                tracer.wait(10)
             broker.cleanup()
         calls = count_calls(trace)
     # run_transactions also makes one unmeasured transaction first, and creates the topic (CreateTopics).
