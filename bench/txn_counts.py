@@ -28,6 +28,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from bench import (  # bench/ is the script's folder, so it is on sys.path
     Broker,
     free_port,
@@ -53,10 +55,10 @@ def requests_by_api(admin_port: int) -> collections.Counter[str]:
     with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=10) as answer:
         text = answer.read().decode()
     counts: collections.Counter[str] = collections.Counter()
-    for line in text.splitlines():
-        match = re.match(r'kafka_network_requestmetrics_requests_total\{request="(\w+)"[^}]*\} (\S+)', line)
-        if match:
-            counts[match[1]] += int(float(match[2]))
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "kafka_network_requestmetrics_requests_total":
+                counts[sample.labels["request"]] += int(sample.value)
     return counts
 
 
