@@ -30,16 +30,13 @@ import os
 import shutil
 import socket
 import statistics
-import struct
 import sys
 import tempfile
 import time
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
-import curves
 from confluent_kafka import Producer
-from minikafka.protocol.codec import encode_request
 
 import bench  # bench/ is the script's folder, so it is on sys.path
 
@@ -51,7 +48,6 @@ TOPIC = "ab"
 PARTITIONS = bench.PRODUCE_PARTITIONS  # as bench.commit_transaction spreads its messages
 BARRIER_TIMEOUT_S = 60.0
 CLIENT_DEADLINE_S = 600.0
-_CORRELATION_AT = 8  # size (4), api key (2), version (2), then the correlation id
 
 
 def broker_for(python_path: Path | None) -> bench.Broker:
@@ -63,36 +59,15 @@ def broker_for(python_path: Path | None) -> bench.Broker:
     return broker
 
 
-def _receive_answer(sock: socket.socket) -> None:
-    (size,) = struct.unpack(">i", bench.recv_exactly(sock, 4))
-    bench.recv_exactly(sock, size)
-
-
 def send_requests(port: int, records: int, requests: int, inflight: int, barrier: Barrier) -> None:
     """The client process: a few requests to warm the broker up, then, once both clients are ready, `requests`
     of the same Produce request, at most `inflight` unanswered."""
-    batches = {partition: curves.raw_batch(records, b"x" * 100) for partition in range(PARTITIONS)}
-    frame = bytearray(encode_request(1, curves.produce_request(TOPIC, batches), client_id="ab"))
+    repeated = bench.RepeatedProduce(TOPIC, records)
     with socket.create_connection(("127.0.0.1", port), timeout=CLIENT_DEADLINE_S) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-        def send(number: int) -> None:
-            struct.pack_into(">i", frame, _CORRELATION_AT, number)
-            sock.sendall(frame)
-
-        for number in range(20):
-            send(number)
-            _receive_answer(sock)
+        repeated.send(sock, bench.SAME_REQUESTS_WARM_UP, 1)
         barrier.wait(BARRIER_TIMEOUT_S)
-        sent = 0
-        while sent < min(inflight, requests):
-            send(sent)
-            sent += 1
-        for _answered in range(requests):
-            _receive_answer(sock)
-            if sent < requests:
-                send(sent)
-                sent += 1
+        repeated.send(sock, requests, inflight)
 
 
 def commit_transactions(port: int, transactions: int, barrier: Barrier) -> None:

@@ -32,12 +32,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import codec_cost  # bench/ is the script's folder, so it is on sys.path
+import crc32c
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.codec import decode_response, encode_request
+from minikafka.protocol.records import Record, build_batch
 
 VALUE = b"x" * 100
 PRODUCE_PARTITIONS = 3
@@ -52,6 +59,18 @@ CONNECTIONS = 200
 CONNECTION_ROUNDS = 5
 EXIT_DEADLINE_S = 30.0
 KIB_VALUE = b"k" * 1024
+# The same-requests workload: 3 partitions of this many records a request, 840 messages, about what librdkafka
+# sends either broker in the produce workload (630-1,600 a request), with at most this many unanswered.
+SAME_REQUEST_RECORDS = 280
+SAME_REQUESTS_INFLIGHT = 2
+SAME_REQUESTS_WARM_UP = 20
+# In a request frame: its size (4), API key (2) and version (2), then the correlation id.
+_VERSION_AT = 6
+_CORRELATION_AT = 8
+# In a record batch: the CRC, the attributes (where the CRC's span starts) and the base sequence.
+_CRC_AT = 17
+_ATTRIBUTES_AT = 21
+_BASE_SEQUENCE_AT = 53
 
 
 # --------------------------------------------------------------------------------------------- brokers
@@ -488,6 +507,114 @@ def measure_idempotent_produce(run: Run) -> dict[str, float]:
             **per_request("idempotent", produced, run.messages, cpu)}
 
 
+def raw_batch(records: int, value: bytes, **producer: Any) -> bytes:
+    """A record batch of `records` copies of `value` stamped now, built by minikafka's own encoder."""
+    now = int(time.time() * 1000)
+    return build_batch([Record(None, value, (), now)] * records, **producer)
+
+
+def produce_request(topic: str, partitions: dict[int, bytes], transactional_id: str | None = None) -> ProduceRequest:
+    return ProduceRequest(transactional_id=transactional_id, acks=-1, timeout=timedelta(seconds=30), topic_data=(
+        TopicProduceData(name=topic, partition_data=tuple(
+            PartitionProduceData(index=index, records=batch) for index, batch in partitions.items())),))
+
+
+def check_produced(response: Any) -> None:
+    for topic in response.responses:
+        for partition in topic.partition_responses:
+            if partition.error_code:
+                raise RuntimeError(f"produce to {topic.name}-{partition.index}: error {partition.error_code}")
+
+
+class RepeatedProduce:
+    """One Produce request to `topic` (a batch of `records` 100-byte records per partition, acks=all) sent over
+    and over on a blocking socket, each time under the next correlation id. With `producer_id` (an idempotent
+    producer's id and epoch) each request's batches carry the next base sequence, their CRC recomputed."""
+
+    def __init__(self, topic: str, records: int, producer_id: int | None = None, producer_epoch: int = 0) -> None:
+        producer = {} if producer_id is None else {"producer_id": producer_id, "producer_epoch": producer_epoch,
+                                                   "base_sequence": 0}
+        batches = [raw_batch(records, VALUE, **producer) for _ in range(PRODUCE_PARTITIONS)]
+        self.frame = bytearray(encode_request(0, produce_request(topic, dict(enumerate(batches))),
+                                              client_id="bench-same"))
+        (self.version,) = struct.unpack_from(">h", self.frame, _VERSION_AT)
+        self.records = records
+        self.batch_size = len(batches[0])
+        # Where each batch starts in the frame: the same bytes once per partition, in partition order.
+        self.sequenced_batches: list[int] = []
+        found = 0
+        for batch in batches if producer_id is not None else []:
+            found = self.frame.index(batch, found)
+            self.sequenced_batches.append(found)
+            found += len(batch)
+        self.sent = 0
+
+    def _next(self) -> None:
+        struct.pack_into(">i", self.frame, _CORRELATION_AT, self.sent)
+        for at in self.sequenced_batches:
+            struct.pack_into(">i", self.frame, at + _BASE_SEQUENCE_AT, self.sent * self.records)
+            struct.pack_into(">I", self.frame, at + _CRC_AT,
+                             crc32c.crc32c(memoryview(self.frame)[at + _ATTRIBUTES_AT:at + self.batch_size]))
+        self.sent += 1
+
+    def send(self, sock: socket.socket, count: int, inflight: int) -> None:
+        """`count` more requests, at most `inflight` unanswered; every answer is read, in order, and checked."""
+        first, last = self.sent, self.sent + count
+        answered = first
+        while answered < last:
+            while self.sent < last and self.sent - answered < inflight:
+                self._next()
+                sock.sendall(self.frame)
+            (size,) = struct.unpack(">i", recv_exactly(sock, 4))
+            correlation_id, answer = decode_response(recv_exactly(sock, size), ApiKey.PRODUCE, self.version)
+            if correlation_id != answered:
+                raise RuntimeError(f"answer {correlation_id} where {answered} was due")
+            check_produced(answer)
+            answered += 1
+
+
+def init_idempotent_producer(sock: socket.socket) -> tuple[int, int]:
+    """InitProducerId without a transactional id: (producer id, epoch) of a new idempotent producer."""
+    sock.sendall(encode_request(0, InitProducerIdRequest(transactional_id=None,
+                                                         transaction_timeout=timedelta(minutes=1))))
+    (size,) = struct.unpack(">i", recv_exactly(sock, 4))
+    _correlation_id, answer = decode_response(recv_exactly(sock, size), ApiKey.INIT_PRODUCER_ID,
+                                              InitProducerIdRequest.__version__)
+    if answer.error_code:
+        raise RuntimeError(f"InitProducerId: error {answer.error_code}")
+    return int(answer.producer_id), int(answer.producer_epoch)
+
+
+def same_requests_cpu(run: Run, prefix: str, idempotent: bool) -> dict[str, float]:
+    """Broker CPU per message and per request for RepeatedProduce's requests: both brokers get exactly the
+    same requests, where librdkafka's batches follow each broker's answer timing (per_request)."""
+    topic = unique_topic(run, f"bench-{prefix}")
+    create_topic(run.broker.bootstrap, topic, PRODUCE_PARTITIONS)
+    messages_each = SAME_REQUEST_RECORDS * PRODUCE_PARTITIONS
+    # As many messages as the produce workload writes: more data on disk before the workloads after this
+    # one moves their figures (four times as many made the 1 KiB produce cost 0.55 of Tansu's, not 0.45).
+    requests = max(1, run.messages // messages_each)
+    with socket.create_connection(("127.0.0.1", run.broker.port), timeout=WORKLOAD_DEADLINE_S) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        producer_id, producer_epoch = init_idempotent_producer(sock) if idempotent else (None, 0)
+        repeated = RepeatedProduce(topic, SAME_REQUEST_RECORDS, producer_id, producer_epoch)
+        # The first requests of a connection and a topic pay one-off costs (codecs, segment files).
+        repeated.send(sock, SAME_REQUESTS_WARM_UP, 1)
+        before = run.broker.cpu_seconds()
+        repeated.send(sock, requests, SAME_REQUESTS_INFLIGHT)
+        cpu = run.broker.cpu_seconds() - before
+    return {f"{prefix}_cpu_us_msg": cpu / (requests * messages_each) * 1e6,
+            f"{prefix}_cpu_us_request": cpu / requests * 1e6}
+
+
+def measure_same_requests(run: Run) -> dict[str, float]:
+    return same_requests_cpu(run, "same", idempotent=False)
+
+
+def measure_same_idempotent_requests(run: Run) -> dict[str, float]:
+    return same_requests_cpu(run, "same_idempotent", idempotent=True)
+
+
 def measure_kib_produce(run: Run) -> dict[str, float]:
     topic = unique_topic(run, "bench-kib")
     create_topic(run.broker.bootstrap, topic, PRODUCE_PARTITIONS)
@@ -708,6 +835,11 @@ WORKLOADS: list[Workload] = [
         Row("produce_msgs_request", "  messages per Produce request", None),
         Row("produce_cpu_us_request", "  broker CPU per Produce request (us)", False),
     ), repeated=True),
+    Workload("same requests", measure_same_requests, (
+        Row("same_cpu_us_msg", "broker CPU per msg, same requests to both (us)", False),
+        Row("same_cpu_us_request", f"  broker CPU per request ({SAME_REQUEST_RECORDS * PRODUCE_PARTITIONS} msgs) (us)",
+            False),
+    ), repeated=True),
     Workload("consume", measure_consume, (
         Row("consume_msgs_s", "consume throughput (msgs/s)", True),
         Row("consume_cpu_us_msg", "broker CPU per consumed msg (us)", False),
@@ -717,6 +849,10 @@ WORKLOADS: list[Workload] = [
         Row("idempotent_cpu_us_msg", "broker CPU per idempotent msg (us)", False),
         Row("idempotent_msgs_request", "  messages per Produce request", None),
         Row("idempotent_cpu_us_request", "  broker CPU per Produce request (us)", False),
+    ), repeated=True),
+    Workload("same idempotent requests", measure_same_idempotent_requests, (
+        Row("same_idempotent_cpu_us_msg", "broker CPU per idempotent msg, same requests (us)", False),
+        Row("same_idempotent_cpu_us_request", "  broker CPU per such request (us)", False),
     ), repeated=True),
     Workload("1 KiB produce", measure_kib_produce, (
         Row("kib_msgs_s", "produce 1 KiB messages (msgs/s)", True),

@@ -53,16 +53,18 @@ from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.join_group.v5.request import JoinGroupRequest, JoinGroupRequestProtocol
 from kio.schema.metadata.v12.request import MetadataRequest
-from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.sync_group.v3.request import SyncGroupRequest, SyncGroupRequestAssignment
 from minikafka.protocol.codec import decode_response, encode_request
-from minikafka.protocol.records import Record, build_batch, iter_whole_batches
+from minikafka.protocol.records import iter_whole_batches
 
 from bench import (  # bench/ is the script's folder, so it is on sys.path
     Broker,
+    check_produced,
     consume_from_start,
     format_figure,
+    produce_request,
     produce_with_broker_cpu,
+    raw_batch,
     run_transactions,
     selected_brokers,
 )
@@ -146,19 +148,6 @@ def run_async(work: Awaitable[Any]) -> Any:
     return asyncio.run(bounded())
 
 
-def produce_request(topic: str, partitions: dict[int, bytes], transactional_id: str | None = None) -> ProduceRequest:
-    return ProduceRequest(transactional_id=transactional_id, acks=-1, timeout=timedelta(seconds=30), topic_data=(
-        TopicProduceData(name=topic, partition_data=tuple(
-            PartitionProduceData(index=index, records=batch) for index, batch in partitions.items())),))
-
-
-def check_produced(response: Any) -> None:
-    for topic in response.responses:
-        for partition in topic.partition_responses:
-            if partition.error_code:
-                raise RuntimeError(f"produce to {topic.name}-{partition.index}: error {partition.error_code}")
-
-
 def fetch_request(topic: str, partition: int, max_bytes: int, isolation_level: int = 0) -> FetchRequest:
     return FetchRequest(max_wait=timedelta(milliseconds=100), min_bytes=1, max_bytes=max_bytes,
                         isolation_level=isolation_level,
@@ -177,11 +166,6 @@ def fetched_records(response: Any) -> int:
                 # A full fetch may end in a partial batch, which the client drops (Kafka sends one too).
                 count += sum(header.records_count for _pos, header in iter_whole_batches(partition.records))
     return count
-
-
-def raw_batch(records: int, value: bytes = RAW_VALUE, **producer: Any) -> bytes:
-    now = int(time.time() * 1000)
-    return build_batch([Record(None, value, (), now)] * records, **producer)
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -304,7 +288,7 @@ def measure_partitions(broker: Broker, points: Points, partitions: int) -> Figur
 def measure_clients(broker: Broker, points: Points, clients: int) -> Figures:
     topic = f"clients{clients}"
     create_topics(broker, {topic: clients})
-    batch = raw_batch(RAW_BATCH_RECORDS)
+    batch = raw_batch(RAW_BATCH_RECORDS, RAW_VALUE)
     requests_each = max(1, points.client_messages // RAW_BATCH_RECORDS // clients)
     fetches_each = max(1, points.client_fetches // clients)
 
@@ -376,7 +360,7 @@ def measure_recovery(broker: Broker, points: Points, mib: int) -> Figures:
     topic = f"recovery{mib}"
     create_topics(broker, {topic: RECOVERY_PARTITIONS})
     empty_s = restart_keeping_data(broker, kill=False)  # the same broker and topic with nothing to load
-    batch = raw_batch(RECOVERY_BATCH_RECORDS)
+    batch = raw_batch(RECOVERY_BATCH_RECORDS, RAW_VALUE)
     requests = (mib << 20) // (len(batch) * RECOVERY_PARTITIONS)
 
     async def write() -> None:
@@ -410,7 +394,7 @@ def measure_open_txns(broker: Broker, points: Points, open_txns: int) -> Figures
     async def run_point() -> Figures:
         wire = await Wire.open(broker.port)
         try:
-            plain = raw_batch(RAW_BATCH_RECORDS)
+            plain = raw_batch(RAW_BATCH_RECORDS, RAW_VALUE)
             for _ in range(COMMITTED_BEFORE_OPEN // RAW_BATCH_RECORDS):
                 check_produced(await wire.call(produce_request(topic, {0: plain})))
             for number in range(open_txns):
@@ -426,7 +410,7 @@ def measure_open_txns(broker: Broker, points: Points, open_txns: int) -> Figures
                 code = added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
                 if code:
                     raise RuntimeError(f"AddPartitionsToTxn: error {code}")
-                batch = raw_batch(1, producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+                batch = raw_batch(1, RAW_VALUE, producer_id=init.producer_id, producer_epoch=init.producer_epoch,
                                   base_sequence=0, transactional=True)
                 check_produced(await wire.call(produce_request(topic, {0: batch}, transactional_id)))
             request = fetch_request(topic, 0, 1 << 20, isolation_level=1)

@@ -1,0 +1,180 @@
+"""What any Python asyncio server pays for a Produce request, next to what minikafka pays for the same one.
+
+    .venv/bin/python bench/floor.py [--rounds 4] [--requests 1500]
+
+Each side gets bench.py's same-requests workload (RepeatedProduce: 3 partitions of 280 records of 100 B,
+acks=all, 2 in flight, from this process) and its CPU per request is measured (the process's scheduler
+clock, as bench.py). The sides:
+
+- floor: a uvloop server reading the frames with minikafka's FrameReceiver and answering each with the
+  answer minikafka gave to the same request (its correlation id patched in), doing nothing else;
+- floor + write, + crc, + copy: the same, plus one step each that any broker keeping the bytes takes:
+  appending the frame to a file (the kernel's copy into the page cache), a CRC-32C over it, one copy of
+  it in memory (kio's decode copies the record sets once); then all three;
+- minikafka.
+
+The rounds alternate the sides on fresh processes; medians are printed, never asserted. Not part of
+`make bench`: it explains what minikafka's own Python costs, beyond what no Python broker can avoid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import crc32c
+
+import bench  # bench/ is the script's folder, so it is on sys.path
+
+TOPIC = "floor"
+STEP_SETS = ("", "write", "crc", "copy", "write,crc,copy")
+_READY = "ready"
+_START_DEADLINE_S = 30.0
+_FILE_ROLL_BYTES = 1 << 30  # the file the write step appends to starts again past this, as a segment rolls
+
+
+def serve(port: int, answer: bytes, steps: set[str], directory: Path) -> None:
+    """The floor server: whole frames in, the canned answer out, with `steps` done to each frame."""
+    import uvloop
+    from minikafka.protocol.framing import FrameReceiver
+
+    path = directory / "floor.log"
+    flags = os.O_CREAT | os.O_WRONLY | os.O_TRUNC | os.O_APPEND
+    log = {"fd": os.open(path, flags), "written": 0}
+
+    def take(frame: bytes | bytearray) -> None:
+        if "write" in steps:
+            os.write(log["fd"], frame)
+            log["written"] += len(frame)
+            if log["written"] > _FILE_ROLL_BYTES:
+                os.close(log["fd"])
+                log["fd"], log["written"] = os.open(path, flags), 0
+        if "crc" in steps:
+            crc32c.crc32c(frame)
+        if "copy" in steps:
+            bytes(frame)
+
+    async def answer_frames(receiver: FrameReceiver, transport: asyncio.Transport) -> None:
+        reply = bytearray(answer)
+        while (frame := await receiver.read_frame()) is not None:
+            take(frame)
+            reply[4:8] = frame[4:8]  # the request's correlation id (after its API key and version)
+            transport.write(bytes(reply))
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        tasks: set[asyncio.Task[None]] = set()
+
+        class Receiver(FrameReceiver):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                super().connection_made(transport)
+                task = loop.create_task(answer_frames(self, transport))  # type: ignore[arg-type]
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+
+        server = await loop.create_server(lambda: Receiver(100 * 1024 * 1024), "127.0.0.1", port)
+        print(_READY, flush=True)
+        async with server:
+            await server.serve_forever()
+
+    uvloop.run(main())
+
+
+def minikafka_answer() -> bytes:
+    """The frame minikafka answers RepeatedProduce's request with (size prefix included)."""
+    broker = bench.minikafka_broker()
+    broker.start()
+    try:
+        bench.create_topic(broker.bootstrap, TOPIC, bench.PRODUCE_PARTITIONS)
+        repeated = bench.RepeatedProduce(TOPIC, bench.SAME_REQUEST_RECORDS)
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=bench.WORKLOAD_DEADLINE_S) as sock:
+            repeated.send(sock, 1, 1)  # checks the answer
+            sock.sendall(repeated.frame)
+            size = bench.recv_exactly(sock, 4)
+            return size + bench.recv_exactly(sock, struct.unpack(">i", size)[0])
+    finally:
+        broker.cleanup()
+
+
+def cpu_per_request(port: int, pid: int, requests: int) -> float:
+    repeated = bench.RepeatedProduce(TOPIC, bench.SAME_REQUEST_RECORDS)
+    with socket.create_connection(("127.0.0.1", port), timeout=bench.WORKLOAD_DEADLINE_S) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        repeated.send(sock, bench.SAME_REQUESTS_WARM_UP, 1)
+        clock = bench.process_cpu_clock(pid)
+        before = time.clock_gettime(clock)
+        repeated.send(sock, requests, bench.SAME_REQUESTS_INFLIGHT)
+        return (time.clock_gettime(clock) - before) / requests * 1e6
+
+
+def floor_round(answer: bytes, steps: str, requests: int) -> float:
+    port = bench.free_port()
+    with tempfile.TemporaryDirectory(prefix="minikafka-floor-") as directory:
+        server = subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--answer", answer.hex(),
+                                   "--steps", steps, "--dir", directory], stdout=subprocess.PIPE, text=True)
+        try:
+            assert server.stdout is not None
+            deadline = time.monotonic() + _START_DEADLINE_S
+            while server.stdout.readline().strip() != _READY:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the floor server did not start")
+            return cpu_per_request(port, server.pid, requests)
+        finally:
+            server.kill()
+            server.wait(_START_DEADLINE_S)
+
+
+def minikafka_round(requests: int) -> float:
+    broker = bench.minikafka_broker()
+    broker.start()
+    try:
+        bench.create_topic(broker.bootstrap, TOPIC, bench.PRODUCE_PARTITIONS)
+        assert broker.process is not None
+        return cpu_per_request(broker.port, broker.process.pid, requests)
+    finally:
+        broker.cleanup()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--requests", type=int, default=1500, help="measured requests per side and round")
+    parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--answer", help=argparse.SUPPRESS)
+    parser.add_argument("--steps", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve is not None:
+        serve(args.serve, bytes.fromhex(args.answer), set(filter(None, args.steps.split(","))), args.dir)
+        return 0
+    if min(args.rounds, args.requests) < 1:
+        parser.error("--rounds and --requests must be at least 1")
+    answer = minikafka_answer()
+    sides = [f"floor{' + ' + steps if steps else ''}" for steps in STEP_SETS] + ["minikafka"]
+    measured: dict[str, list[float]] = {side: [] for side in sides}
+    for number in range(args.rounds):
+        order = list(zip(sides, [*STEP_SETS, None], strict=True))
+        if number % 2:
+            order.reverse()
+        for side, steps in order:
+            measured[side].append(minikafka_round(args.requests) if steps is None
+                                  else floor_round(answer, steps, args.requests))
+        print(f"round {number + 1}: " + ", ".join(f"{side} {measured[side][-1]:.0f}" for side in sides), flush=True)
+    print(f"\nbroker CPU per Produce request ({bench.SAME_REQUEST_RECORDS * bench.PRODUCE_PARTITIONS} records of "
+          f"100 B, {len(answer)}-byte answer), medians of {args.rounds} rounds:")
+    for side in sides:
+        print(f"  {side:36} {statistics.median(measured[side]):7.1f} µs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
