@@ -588,8 +588,12 @@ def init_idempotent_producer(sock: socket.socket) -> tuple[int, int]:
 def same_requests_cpu(run: Run, prefix: str, idempotent: bool) -> dict[str, float]:
     """Broker CPU per message and per request for RepeatedProduce's requests: both brokers get exactly the
     same requests, where librdkafka's batches follow each broker's answer timing (per_request)."""
-    topic = unique_topic(run, f"bench-{prefix}")
-    create_topic(run.broker.bootstrap, topic, PRODUCE_PARTITIONS)
+    # One topic for all rounds: a new one each round would leave 15 more partitions with data, each with a
+    # snapshot and fsyncs to make at the shutdown row's SIGTERM.
+    topic = run.state.get(f"{prefix}_topic")
+    if topic is None:
+        topic = run.state[f"{prefix}_topic"] = unique_topic(run, f"bench-{prefix}")
+        create_topic(run.broker.bootstrap, topic, PRODUCE_PARTITIONS)
     messages_each = SAME_REQUEST_RECORDS * PRODUCE_PARTITIONS
     # As many messages as the produce workload writes: more data on disk before the workloads after this
     # one moves their figures (four times as many made the 1 KiB produce cost 0.55 of Tansu's, not 0.45).
