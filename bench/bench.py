@@ -588,7 +588,7 @@ def init_idempotent_producer(sock: socket.socket) -> tuple[int, int]:
 def same_requests_cpu(run: Run, prefix: str, idempotent: bool) -> dict[str, float]:
     """Broker CPU per message and per request for RepeatedProduce's requests: both brokers get exactly the
     same requests, where librdkafka's batches follow each broker's answer timing (per_request)."""
-    # One topic for all rounds: a new one each round would leave 15 more partitions with data, each with a
+    # One topic for all rounds: a new one each round would leave 12 more partitions with data, each with a
     # snapshot and fsyncs to make at the shutdown row's SIGTERM.
     topic = run.state.get(f"{prefix}_topic")
     if topic is None:
