@@ -28,7 +28,6 @@ import argparse
 import multiprocessing
 import os
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
@@ -63,8 +62,7 @@ def send_requests(port: int, records: int, requests: int, inflight: int, barrier
     """The client process: a few requests to warm the broker up, then, once both clients are ready, `requests`
     of the same Produce request, at most `inflight` unanswered."""
     repeated = bench.RepeatedProduce(TOPIC, records)
-    with socket.create_connection(("127.0.0.1", port), timeout=CLIENT_DEADLINE_S) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    with bench.raw_connection(port, CLIENT_DEADLINE_S) as sock:
         repeated.send(sock, bench.SAME_REQUESTS_WARM_UP, 1)
         barrier.wait(BARRIER_TIMEOUT_S)
         repeated.send(sock, requests, inflight)

@@ -37,14 +37,13 @@ from pathlib import Path
 from typing import Any
 
 import codec_cost  # bench/ is the script's folder, so it is on sys.path
-import crc32c
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import decode_response, encode_request
-from minikafka.protocol.records import Record, build_batch
+from minikafka.protocol.records import BatchHeader, Record, build_batch, set_base_sequence
 
 VALUE = b"x" * 100
 PRODUCE_PARTITIONS = 3
@@ -67,10 +66,6 @@ SAME_REQUESTS_WARM_UP = 20
 # In a request frame: its size (4), API key (2) and version (2), then the correlation id.
 _VERSION_AT = 6
 _CORRELATION_AT = 8
-# In a record batch: the CRC, the attributes (where the CRC's span starts) and the base sequence.
-_CRC_AT = 17
-_ATTRIBUTES_AT = 21
-_BASE_SEQUENCE_AT = 53
 
 
 # --------------------------------------------------------------------------------------------- brokers
@@ -539,28 +534,24 @@ class RepeatedProduce:
                                               client_id="bench-same"))
         (self.version,) = struct.unpack_from(">h", self.frame, _VERSION_AT)
         self.records = records
-        self.batch_size = len(batches[0])
-        # Where each batch starts in the frame: the same bytes once per partition, in partition order.
-        self.sequenced_batches: list[int] = []
+        # Each batch's place in the frame and its header: the same bytes once per partition, in partition order.
+        self.sequenced_batches: list[tuple[int, BatchHeader]] = []
         found = 0
         for batch in batches if producer_id is not None else []:
             found = self.frame.index(batch, found)
-            self.sequenced_batches.append(found)
+            self.sequenced_batches.append((found, BatchHeader.parse(self.frame, found)))
             found += len(batch)
         self.sent = 0
 
     def _next(self) -> None:
         struct.pack_into(">i", self.frame, _CORRELATION_AT, self.sent)
-        for at in self.sequenced_batches:
-            struct.pack_into(">i", self.frame, at + _BASE_SEQUENCE_AT, self.sent * self.records)
-            struct.pack_into(">I", self.frame, at + _CRC_AT,
-                             crc32c.crc32c(memoryview(self.frame)[at + _ATTRIBUTES_AT:at + self.batch_size]))
+        for at, header in self.sequenced_batches:
+            set_base_sequence(self.frame, at, header, self.sent * self.records)
         self.sent += 1
 
     def send(self, sock: socket.socket, count: int, inflight: int) -> None:
         """`count` more requests, at most `inflight` unanswered; every answer is read, in order, and checked."""
-        first, last = self.sent, self.sent + count
-        answered = first
+        answered, last = self.sent, self.sent + count
         while answered < last:
             while self.sent < last and self.sent - answered < inflight:
                 self._next()
@@ -571,6 +562,23 @@ class RepeatedProduce:
                 raise RuntimeError(f"answer {correlation_id} where {answered} was due")
             check_produced(answer)
             answered += 1
+
+
+def raw_connection(port: int, timeout_s: float) -> socket.socket:
+    """A blocking connection to a broker on 127.0.0.1 for a raw client, Nagle off as Kafka clients have it."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def repeated_cpu_seconds(sock: socket.socket, repeated: RepeatedProduce, requests: int,
+                         cpu_seconds: Callable[[], float]) -> float:
+    """What `cpu_seconds` counts over `requests` of `repeated`'s requests, SAME_REQUESTS_INFLIGHT in flight,
+    after a warm-up: the first requests of a connection and a topic pay one-off costs (codecs, segment files)."""
+    repeated.send(sock, SAME_REQUESTS_WARM_UP, 1)
+    before = cpu_seconds()
+    repeated.send(sock, requests, SAME_REQUESTS_INFLIGHT)
+    return cpu_seconds() - before
 
 
 def init_idempotent_producer(sock: socket.socket) -> tuple[int, int]:
@@ -598,15 +606,10 @@ def same_requests_cpu(run: Run, prefix: str, idempotent: bool) -> dict[str, floa
     # As many messages as the produce workload writes: more data on disk before the workloads after this
     # one moves their figures (four times as many made the 1 KiB produce cost 0.55 of Tansu's, not 0.45).
     requests = max(1, run.messages // messages_each)
-    with socket.create_connection(("127.0.0.1", run.broker.port), timeout=WORKLOAD_DEADLINE_S) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    with raw_connection(run.broker.port, WORKLOAD_DEADLINE_S) as sock:
         producer_id, producer_epoch = init_idempotent_producer(sock) if idempotent else (None, 0)
         repeated = RepeatedProduce(topic, SAME_REQUEST_RECORDS, producer_id, producer_epoch)
-        # The first requests of a connection and a topic pay one-off costs (codecs, segment files).
-        repeated.send(sock, SAME_REQUESTS_WARM_UP, 1)
-        before = run.broker.cpu_seconds()
-        repeated.send(sock, requests, SAME_REQUESTS_INFLIGHT)
-        cpu = run.broker.cpu_seconds() - before
+        cpu = repeated_cpu_seconds(sock, repeated, requests, run.broker.cpu_seconds)
     return {f"{prefix}_cpu_us_msg": cpu / (requests * messages_each) * 1e6,
             f"{prefix}_cpu_us_request": cpu / requests * 1e6}
 

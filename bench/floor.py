@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import struct
 import subprocess
@@ -96,7 +95,7 @@ def minikafka_answer() -> bytes:
     try:
         bench.create_topic(broker.bootstrap, TOPIC, bench.PRODUCE_PARTITIONS)
         repeated = bench.RepeatedProduce(TOPIC, bench.SAME_REQUEST_RECORDS)
-        with socket.create_connection(("127.0.0.1", broker.port), timeout=bench.WORKLOAD_DEADLINE_S) as sock:
+        with bench.raw_connection(broker.port, bench.WORKLOAD_DEADLINE_S) as sock:
             repeated.send(sock, 1, 1)  # checks the answer
             sock.sendall(repeated.frame)
             size = bench.recv_exactly(sock, 4)
@@ -106,14 +105,10 @@ def minikafka_answer() -> bytes:
 
 
 def cpu_per_request(port: int, pid: int, requests: int) -> float:
-    repeated = bench.RepeatedProduce(TOPIC, bench.SAME_REQUEST_RECORDS)
-    with socket.create_connection(("127.0.0.1", port), timeout=bench.WORKLOAD_DEADLINE_S) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        repeated.send(sock, bench.SAME_REQUESTS_WARM_UP, 1)
-        clock = bench.process_cpu_clock(pid)
-        before = time.clock_gettime(clock)
-        repeated.send(sock, requests, bench.SAME_REQUESTS_INFLIGHT)
-        return (time.clock_gettime(clock) - before) / requests * 1e6
+    clock = bench.process_cpu_clock(pid)
+    with bench.raw_connection(port, bench.WORKLOAD_DEADLINE_S) as sock:
+        repeated = bench.RepeatedProduce(TOPIC, bench.SAME_REQUEST_RECORDS)
+        return bench.repeated_cpu_seconds(sock, repeated, requests, lambda: time.clock_gettime(clock)) / requests * 1e6
 
 
 def floor_round(answer: bytes, steps: str, requests: int) -> float:

@@ -28,6 +28,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from minikafka.protocol.records import ATTRIBUTES_OFFSET, CONTROL_FLAG
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench import (  # bench/ is the script's folder, so it is on sys.path
@@ -46,8 +47,6 @@ _TRACED = ("write,writev,pwrite64,pwritev,read,readv,recvfrom,recvmsg,sendto,sen
 # another thread interrupted ("... <unfinished ...>"); its "<... write resumed>" half is not counted again.
 _CALL = re.compile(r"^\d+\s+(?P<name>\w+)\((?:(?P<fd>\d+)<(?P<path>[^>]*)>)?(?P<rest>.*)$")
 _SEGMENT = re.compile(r"/\d{20}\.log$")  # a segment file; the broker's own log (stdout) is a .log file too
-_ATTRIBUTES_AT = 21  # a record batch's attributes (int16) follow baseOffset, length, epoch, magic and CRC
-_CONTROL_BIT = 0x20
 
 
 def requests_by_api(admin_port: int) -> collections.Counter[str]:
@@ -91,10 +90,10 @@ def classify(name: str, path: str, rest: str) -> str:
         if "/__consumer_offsets-" in path:
             return "appends: __consumer_offsets"
         head = _first_bytes(rest)
-        if len(head) < _ATTRIBUTES_AT + 2:
+        if len(head) < ATTRIBUTES_OFFSET + 2:
             return "appends: data partition, batch unread"
-        attributes = int.from_bytes(head[_ATTRIBUTES_AT:_ATTRIBUTES_AT + 2], "big")
-        return "appends: transaction markers" if attributes & _CONTROL_BIT else "appends: the client's batches"
+        attributes = int.from_bytes(head[ATTRIBUTES_OFFSET:ATTRIBUTES_OFFSET + 2], "big")
+        return "appends: transaction markers" if attributes & CONTROL_FLAG else "appends: the client's batches"
     if path.endswith((".index", ".timeindex")):
         return "index entries"
     return f"other file writes ({Path(path).suffix or Path(path).name})"

@@ -35,12 +35,13 @@ _OFFSET = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _CRC_OFFSET = 17
-_ATTRIBUTES_OFFSET = 21
 _MAX_TIMESTAMP_OFFSET = 35
 _LEADER_EPOCH_OFFSET = 12
+_BASE_SEQUENCE_OFFSET = 53
 # Where scans that skip most headers read the few fields they need (storage/segment.py).
 BATCH_LENGTH_OFFSET = 8
 MAGIC_OFFSET = 16
+ATTRIBUTES_OFFSET = 21  # also where the CRC's span starts
 LAST_OFFSET_DELTA_OFFSET = 23
 INT32 = _INT32
 INT64 = _INT64
@@ -168,7 +169,7 @@ class BatchHeader:
 
 
 def crc_of(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> int:
-    view = memoryview(buf)[pos + _ATTRIBUTES_OFFSET : pos + header.size]
+    view = memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + header.size]
     return crc32c(view)
 
 
@@ -228,10 +229,19 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int
 
 def set_log_append_time(buf: bytearray | memoryview, pos: int, header: BatchHeader, timestamp_ms: int) -> None:
     """Switch the batch to LogAppendTime with `timestamp_ms`, recomputing the CRC as Kafka does."""
-    struct.pack_into(">h", buf, pos + _ATTRIBUTES_OFFSET, header.attributes | TIMESTAMP_TYPE_MASK)
+    struct.pack_into(">h", buf, pos + ATTRIBUTES_OFFSET, header.attributes | TIMESTAMP_TYPE_MASK)
     _INT64.pack_into(buf, pos + _MAX_TIMESTAMP_OFFSET, timestamp_ms)
-    crc = crc32c(memoryview(buf)[pos + _ATTRIBUTES_OFFSET : pos + header.size])
-    struct.pack_into(">I", buf, pos + _CRC_OFFSET, crc)
+    _restamp_crc(buf, pos, header)
+
+
+def set_base_sequence(buf: bytearray | memoryview, pos: int, header: BatchHeader, base_sequence: int) -> None:
+    """Give the batch `base_sequence`, recomputing the CRC (a client resending one batch as its next one)."""
+    _INT32.pack_into(buf, pos + _BASE_SEQUENCE_OFFSET, base_sequence)
+    _restamp_crc(buf, pos, header)
+
+
+def _restamp_crc(buf: bytearray | memoryview, pos: int, header: BatchHeader) -> None:
+    struct.pack_into(">I", buf, pos + _CRC_OFFSET, crc_of(buf, pos, header))
 
 
 # --- per-record encoding (not used on the hot path) -------------------------------------------

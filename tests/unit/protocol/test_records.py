@@ -27,6 +27,7 @@ from minikafka.protocol.records import (
     iter_batches,
     parse_control_record,
     set_base_offset,
+    set_base_sequence,
     set_log_append_time,
     set_partition_leader_epoch,
     valid_prefix_length,
@@ -105,6 +106,15 @@ def test_log_append_time_rewrites_crc_and_record_timestamps() -> None:
     assert header.log_append_time and header.max_timestamp == 99999
     assert is_crc_valid(batch, 0, header)
     assert [r.timestamp for r in decode_batch(batch).records] == [99999, 99999]
+
+
+def test_base_sequence_rewrites_crc_and_leaves_the_records() -> None:
+    batch = bytearray(build_batch([Record(b"k", b"v", (), 1)] * 3, producer_id=7, producer_epoch=2, base_sequence=0))
+    set_base_sequence(batch, 0, BatchHeader.parse(batch), 30)
+    header = BatchHeader.parse(batch)
+    assert (header.base_sequence, header.last_sequence, header.producer_id) == (30, 32, 7)
+    assert is_crc_valid(batch, 0, header)
+    assert [r.value for r in decode_batch(batch).records] == [b"v"] * 3
 
 
 def test_crc_mismatch_is_detected() -> None:
