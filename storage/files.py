@@ -3,14 +3,18 @@
 Segments and their indexes write through a `FileWriter`; the default is `os.write`. A writer may
 write fewer bytes than asked (as `write(2)` may): `write_fully` loops, and a writer that makes no
 progress is an I/O error rather than an endless loop. A writer may also have `writev`, as the default
-does (`os.writev`): several buffers then go out in one call.
+does (`os.writev`): several buffers then go out in one call. `sync_filesystem` makes a whole
+filesystem durable at once (a clean close, where there is syncfs).
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Protocol
 
 
@@ -54,3 +58,38 @@ def write_parts_fully(writer: FileWriter, fd: int, parts: Sequence[bytes | bytea
             del views[0]
         if count:
             views[0] = views[0][count:]
+
+
+def _libc_syncfs() -> Callable[[int], int] | None:
+    """Linux's syncfs(2) from the C library (the os module has no binding for it); None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int]
+    function.restype = ctypes.c_int
+    return function  # type: ignore[no-any-return]
+
+
+_SYNCFS = _libc_syncfs()
+
+
+def can_sync_filesystem() -> bool:
+    return _SYNCFS is not None
+
+
+def sync_filesystem(directory: Path) -> None:
+    """Make every file of the filesystem holding `directory` durable, with one syncfs(2): the data and
+    metadata of all of them, renames included. OSError if it failed, or where there is no syncfs; since
+    Linux 5.8 it reports a writeback that failed on that filesystem, as fsync does for its one file."""
+    if _SYNCFS is None:
+        raise OSError(errno.ENOSYS, "syncfs is not available here")
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        if _SYNCFS(fd) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+    finally:
+        os.close(fd)

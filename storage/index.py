@@ -136,6 +136,9 @@ class _AppendOnlyIndex:
     def unflushed(self) -> bool:
         return self._unflushed
 
+    def mark_flushed(self) -> None:
+        self._unflushed = False
+
     def flush(self) -> None:
         if not self._unflushed:
             return

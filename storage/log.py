@@ -661,20 +661,26 @@ class PartitionLog:
     def unflushed_files(self) -> list[Callable[[], None]]:
         return [flush for segment in self.segments for flush in segment.unflushed_files()]
 
-    def prepare_close(self) -> list[Callable[[], object]]:
+    def prepare_close(self, durable: bool = True) -> list[Callable[[], object]]:
         """Seal the active segment, and return what a clean close still has to write, as steps a caller
         may run at once (LogManager runs those of every log together, so their fsyncs share journal
-        commits): the producer snapshot and an fsync per file written since its last. `close` then
-        finds nothing left to do."""
+        commits): the producer snapshot and an fsync per file written since its last. Not `durable`: the
+        snapshot alone, without its fsync, for a caller that makes the whole filesystem durable next and
+        then calls `mark_flushed`. `close` then finds nothing left to do."""
         self.active.seal()
-        steps: list[Callable[[], object]] = [*self.unflushed_files()]
+        steps: list[Callable[[], object]] = [*self.unflushed_files()] if durable else []
         # As Kafka's ProducerStateManager.takeSnapshot: only when the state moved past the last
         # snapshot. An empty log has nothing to snapshot, so a broker holding thousands of
         # untouched partitions does not write and fsync a file for each at every shutdown.
         end = self.log_end_offset
         if end > 0 and not self.producer_state.snapshot_path(end).exists():
-            steps.append(lambda: self.producer_state.take_snapshot(end))
+            steps.append(lambda: self.producer_state.take_snapshot(end, durable))
         return steps
+
+    def mark_flushed(self) -> None:
+        """Everything written so far reached the disk another way (a syncfs of its filesystem)."""
+        for segment in self.segments:
+            segment.mark_flushed()
 
     def close(self, clean: bool = True) -> None:
         if clean:

@@ -398,6 +398,11 @@ class LogSegment:
         flushes += [index.flush for index in (self.offset_index, self.time_index, self.txn_index) if index.unflushed]
         return flushes
 
+    def mark_flushed(self) -> None:
+        self._unflushed = False
+        for index in (self.offset_index, self.time_index, self.txn_index):
+            index.mark_flushed()
+
     def _flush_log(self) -> None:
         os.fsync(self._fd)
         self._unflushed = False

@@ -1,17 +1,24 @@
 """What a clean close makes durable: every file written since its last fsync (a rolled segment too), the
 producer snapshots, the checkpoints and then the clean-shutdown marker; and nothing for files untouched
 since, so a broker with thousands of empty partitions stops without an fsync for each. The fsyncs are
-the real ones: `os.fsync` is wrapped only to note which file each was for."""
+the real ones: `os.fsync` is wrapped only to note which file each was for.
+
+On Linux one syncfs of the data directory's filesystem stands for the logs' fsyncs (storage/manager.py);
+the tests of the fsync per file, the way everywhere else, switch syncfs off with `per_file_fsyncs`. The
+syncfs is the real one too: it is wrapped only to note the files on disk when it ran, or to fail it."""
 
 from __future__ import annotations
 
 import errno
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from minikafka.protocol.records import Record, build_batch
+from minikafka.storage import files
+from minikafka.storage import manager as manager_module
 from minikafka.storage.clock import ManualClock
 from minikafka.storage.config import LogConfig
 from minikafka.storage.log import PartitionLog
@@ -30,6 +37,8 @@ class FsyncSpy:
         self._real = os.fsync
 
     def __call__(self, fd: int) -> None:
+        if fd < 0:
+            self._real(fd)  # as os.fsync does: ValueError (a close that fsyncs a file it already closed)
         name = os.path.relpath(os.readlink(f"/proc/self/fd/{fd}"), self.root)
         if name in self.failing:
             self.failing.discard(name)
@@ -49,6 +58,40 @@ def fsyncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FsyncSpy
     yield spy
 
 
+@pytest.fixture
+def per_file_fsyncs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The close of a system without syncfs: an fsync for each file written since its last."""
+    monkeypatch.setattr(manager_module, "can_sync_filesystem", lambda: False)
+
+
+class SyncfsSpy:
+    """The data directory's files (relative to `root`) when each syncfs ran; `failing` fails the next one."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.files_at_sync: list[set[str]] = []
+        self.failing = False
+        self._real = manager_module.sync_filesystem
+
+    def __call__(self, directory: Path) -> None:
+        assert directory == self.root
+        self.files_at_sync.append({str(path.relative_to(self.root)) for path in self.root.rglob("*")})
+        if self.failing:
+            self.failing = False
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        self._real(directory)
+
+
+@pytest.fixture
+def syncfs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SyncfsSpy:
+    if not files.can_sync_filesystem():
+        assert not sys.platform.startswith("linux"), "Linux has syncfs(2): the close must use it"
+        pytest.skip("no syncfs(2) here: the close fsyncs each file (the per_file_fsyncs tests)")
+    spy = SyncfsSpy(tmp_path)
+    monkeypatch.setattr(manager_module, "sync_filesystem", spy)
+    return spy
+
+
 def batch(count: int, *, producer_id: int = -1) -> bytes:
     records = [Record(b"k%d" % i, b"v" * 100, (), NOW + i) for i in range(count)]
     if producer_id < 0:
@@ -56,7 +99,8 @@ def batch(count: int, *, producer_id: int = -1) -> bytes:
     return build_batch(records, producer_id=producer_id, producer_epoch=0, base_sequence=0)
 
 
-def test_clean_close_fsyncs_what_was_written_and_nothing_untouched(tmp_path: Path, fsyncs: FsyncSpy) -> None:
+def test_clean_close_fsyncs_what_was_written_and_nothing_untouched(tmp_path: Path, fsyncs: FsyncSpy,
+                                                                    per_file_fsyncs: None) -> None:
     manager = LogManager(tmp_path, LogConfig(), ManualClock(NOW))
     manager.load()
     manager.create_topic("busy", 2)
@@ -109,7 +153,8 @@ def test_flush_reaches_a_rolled_segment_and_then_costs_nothing(tmp_path: Path, f
     log.close()
 
 
-def test_failed_fsync_at_close_leaves_no_clean_shutdown_marker(tmp_path: Path, fsyncs: FsyncSpy) -> None:
+def test_failed_fsync_at_close_leaves_no_clean_shutdown_marker(tmp_path: Path, fsyncs: FsyncSpy,
+                                                               per_file_fsyncs: None) -> None:
     """Linux reports a failed writeback to one fsync only, so the close's own retry of that fsync may
     succeed: the failure seen first must still keep the marker away."""
     manager = LogManager(tmp_path, LogConfig(), ManualClock(NOW))
@@ -130,6 +175,66 @@ def test_failed_fsync_at_close_leaves_no_clean_shutdown_marker(tmp_path: Path, f
     for partition in range(3):
         reopened = again.partition("t", partition)
         assert reopened is not None and reopened.log_end_offset == 2
+    again.close()
+
+
+def busy_manager(tmp_path: Path) -> LogManager:
+    """Two partitions with 60 batches each (their indexes have entries) and a producer each; 50 untouched."""
+    manager = LogManager(tmp_path, LogConfig(), ManualClock(NOW))
+    manager.load()
+    manager.create_topic("busy", 2)
+    manager.create_topic("idle", 50)
+    for partition in (0, 1):
+        log = manager.partition("busy", partition)
+        assert log is not None
+        for _ in range(59):
+            log.append(batch(1), NOW)
+        log.append(batch(1, producer_id=7 + partition), NOW)
+    return manager
+
+
+def test_clean_close_by_syncfs_syncs_once_after_the_snapshots_and_before_the_marker(
+        tmp_path: Path, fsyncs: FsyncSpy, syncfs: SyncfsSpy) -> None:
+    manager = busy_manager(tmp_path)
+    fsyncs.take()
+
+    manager.close(clean=True)
+
+    assert len(syncfs.files_at_sync) == 1, "one syncfs for every log"
+    on_disk = syncfs.files_at_sync[0]
+    for partition in (0, 1):
+        assert f"busy-{partition}/{60:020d}.snapshot" in on_disk, "the snapshots are written before the syncfs"
+    assert CLEAN_SHUTDOWN_FILE not in on_disk and f"{CLEAN_SHUTDOWN_FILE}.tmp" not in on_disk
+    synced = fsyncs.take()
+    assert not [name for name in synced if name.startswith(("busy-", "idle-"))], \
+        f"the syncfs stands for the logs' fsyncs: {synced}"
+    assert {"recovery-point-offset-checkpoint.tmp", "log-start-offset-checkpoint.tmp",
+            f"{CLEAN_SHUTDOWN_FILE}.tmp"} <= synced
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+
+    again = LogManager(tmp_path, LogConfig(), ManualClock(NOW))
+    again.load()
+    reopened = again.partition("busy", 1)
+    assert reopened is not None and reopened.log_end_offset == 60
+    assert 7 + 1 in reopened.producer_state.entries, "the producer came back from the snapshot"
+    again.close(clean=True)
+    assert len(syncfs.files_at_sync) == 1, "nothing was written since the last close: no syncfs"
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_failed_syncfs_at_close_leaves_no_clean_shutdown_marker(tmp_path: Path, syncfs: SyncfsSpy) -> None:
+    manager = busy_manager(tmp_path)
+    syncfs.failing = True
+
+    manager.close(clean=True)
+
+    assert len(syncfs.files_at_sync) == 1 and not syncfs.failing, "the syncfs that fails was attempted"
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists(), "the next start must recover"
+    again = LogManager(tmp_path, LogConfig(), ManualClock(NOW))
+    again.load()
+    for partition in (0, 1):
+        reopened = again.partition("busy", partition)
+        assert reopened is not None and reopened.log_end_offset == 60
     again.close()
 
 
