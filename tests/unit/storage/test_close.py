@@ -99,8 +99,8 @@ def batch(count: int, *, producer_id: int = -1) -> bytes:
     return build_batch(records, producer_id=producer_id, producer_epoch=0, base_sequence=0)
 
 
-def test_clean_close_fsyncs_what_was_written_and_nothing_untouched(tmp_path: Path, fsyncs: FsyncSpy,
-                                                                    per_file_fsyncs: None) -> None:
+def busy_manager(tmp_path: Path) -> LogManager:
+    """Two partitions with 60 batches each (their indexes have entries) and a producer each; 50 untouched."""
     manager = LogManager(tmp_path, LogConfig(), ManualClock(NOW))
     manager.load()
     manager.create_topic("busy", 2)
@@ -111,6 +111,20 @@ def test_clean_close_fsyncs_what_was_written_and_nothing_untouched(tmp_path: Pat
         for _ in range(59):  # past index.interval.bytes: the offset and time indexes get entries too
             log.append(batch(1), NOW)
         log.append(batch(1, producer_id=7 + partition), NOW)  # a producer for the snapshot to hold
+    return manager
+
+
+def reopened_busy(tmp_path: Path) -> tuple[LogManager, PartitionLog]:
+    again = LogManager(tmp_path, LogConfig(), ManualClock(NOW))
+    again.load()
+    reopened = again.partition("busy", 1)
+    assert reopened is not None and reopened.log_end_offset == 60
+    return again, reopened
+
+
+def test_clean_close_fsyncs_what_was_written_and_nothing_untouched(tmp_path: Path, fsyncs: FsyncSpy,
+                                                                    per_file_fsyncs: None) -> None:
+    manager = busy_manager(tmp_path)
     fsyncs.take()
 
     manager.close(clean=True)
@@ -126,10 +140,7 @@ def test_clean_close_fsyncs_what_was_written_and_nothing_untouched(tmp_path: Pat
             f"{CLEAN_SHUTDOWN_FILE}.tmp"} <= synced
     assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
 
-    again = LogManager(tmp_path, LogConfig(), ManualClock(NOW))
-    again.load()
-    reopened = again.partition("busy", 1)
-    assert reopened is not None and reopened.log_end_offset == 60
+    again, _reopened = reopened_busy(tmp_path)
     fsyncs.take()
     again.close(clean=True)
     synced = fsyncs.take()
@@ -178,21 +189,6 @@ def test_failed_fsync_at_close_leaves_no_clean_shutdown_marker(tmp_path: Path, f
     again.close()
 
 
-def busy_manager(tmp_path: Path) -> LogManager:
-    """Two partitions with 60 batches each (their indexes have entries) and a producer each; 50 untouched."""
-    manager = LogManager(tmp_path, LogConfig(), ManualClock(NOW))
-    manager.load()
-    manager.create_topic("busy", 2)
-    manager.create_topic("idle", 50)
-    for partition in (0, 1):
-        log = manager.partition("busy", partition)
-        assert log is not None
-        for _ in range(59):
-            log.append(batch(1), NOW)
-        log.append(batch(1, producer_id=7 + partition), NOW)
-    return manager
-
-
 def test_clean_close_by_syncfs_syncs_once_after_the_snapshots_and_before_the_marker(
         tmp_path: Path, fsyncs: FsyncSpy, syncfs: SyncfsSpy) -> None:
     manager = busy_manager(tmp_path)
@@ -212,10 +208,7 @@ def test_clean_close_by_syncfs_syncs_once_after_the_snapshots_and_before_the_mar
             f"{CLEAN_SHUTDOWN_FILE}.tmp"} <= synced
     assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
 
-    again = LogManager(tmp_path, LogConfig(), ManualClock(NOW))
-    again.load()
-    reopened = again.partition("busy", 1)
-    assert reopened is not None and reopened.log_end_offset == 60
+    again, reopened = reopened_busy(tmp_path)
     assert 7 + 1 in reopened.producer_state.entries, "the producer came back from the snapshot"
     again.close(clean=True)
     assert len(syncfs.files_at_sync) == 1, "nothing was written since the last close: no syncfs"
