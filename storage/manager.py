@@ -275,9 +275,10 @@ class LogManager:
         syncfs of the data directory's filesystem makes them and every log file durable at once, as Kafka's
         fsync per file does, before the checkpoints and the clean-shutdown marker. Each fsync flushes the
         disk's cache on its own where there is no journal commit to share (the bench machine's disk): for
-        70 partitions written since an os.sync(), 210 fsyncs on 8 threads took 11.4-12.6 ms and one syncfs
-        3.1-3.3 (/tmp files, 8 rounds). With 20-200 MB of another program's pages dirty on the same
-        filesystem, the two ways took about as long as each other (3 partitions, 4-6 alternating rounds).
+        70 partitions written since an os.sync(), 280 fsyncs on 8 threads (a log, its two indexes and a new
+        snapshot each) took 11.4-12.6 ms and one syncfs 3.1-3.3 (/tmp files, 8 rounds). With 20-200 MB of
+        another program's pages dirty on the same filesystem, the two ways took about as long as each other
+        (3 partitions, 4-6 alternating rounds).
         Elsewhere every file written since its last fsync gets one, on a few threads at once: ext4 commits
         concurrent fsyncs together, where one after another each waits for its own journal commit. Kafka's
         LogManager closes logs on a thread pool too."""
