@@ -94,9 +94,7 @@ def api_versions_answered(port: int, timeout: float = 1.0) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
             sock.sendall(struct.pack(">i", len(body)) + body)
-            size = struct.unpack(">i", recv_exactly(sock, 4))[0]
-            response = recv_exactly(sock, size)
-            return struct.unpack(">i", response[:4])[0] == correlation_id
+            return struct.unpack(">i", recv_frame(sock)[:4])[0] == correlation_id
     except (OSError, struct.error, ConnectionError):
         return False
 
@@ -138,6 +136,12 @@ def recv_exactly(sock: socket.socket, size: int) -> bytes:
             raise ConnectionError("closed")
         chunks += chunk
     return bytes(chunks)
+
+
+def recv_frame(sock: socket.socket) -> bytes:
+    """One size-prefixed Kafka frame from a blocking socket, without its size."""
+    (size,) = struct.unpack(">i", recv_exactly(sock, 4))
+    return recv_exactly(sock, size)
 
 
 @dataclass
@@ -556,8 +560,7 @@ class RepeatedProduce:
             while self.sent < last and self.sent - answered < inflight:
                 self._next()
                 sock.sendall(self.frame)
-            (size,) = struct.unpack(">i", recv_exactly(sock, 4))
-            correlation_id, answer = decode_response(recv_exactly(sock, size), ApiKey.PRODUCE, self.version)
+            correlation_id, answer = decode_response(recv_frame(sock), ApiKey.PRODUCE, self.version)
             if correlation_id != answered:
                 raise RuntimeError(f"answer {correlation_id} where {answered} was due")
             check_produced(answer)
@@ -585,8 +588,7 @@ def init_idempotent_producer(sock: socket.socket) -> tuple[int, int]:
     """InitProducerId without a transactional id: (producer id, epoch) of a new idempotent producer."""
     sock.sendall(encode_request(0, InitProducerIdRequest(transactional_id=None,
                                                          transaction_timeout=timedelta(minutes=1))))
-    (size,) = struct.unpack(">i", recv_exactly(sock, 4))
-    _correlation_id, answer = decode_response(recv_exactly(sock, size), ApiKey.INIT_PRODUCER_ID,
+    _correlation_id, answer = decode_response(recv_frame(sock), ApiKey.INIT_PRODUCER_ID,
                                               InitProducerIdRequest.__version__)
     if answer.error_code:
         raise RuntimeError(f"InitProducerId: error {answer.error_code}")

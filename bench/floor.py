@@ -98,8 +98,8 @@ def minikafka_answer() -> bytes:
         with bench.raw_connection(broker.port, bench.WORKLOAD_DEADLINE_S) as sock:
             repeated.send(sock, 1, 1)  # checks the answer
             sock.sendall(repeated.frame)
-            size = bench.recv_exactly(sock, 4)
-            return size + bench.recv_exactly(sock, struct.unpack(">i", size)[0])
+            answer = bench.recv_frame(sock)
+            return struct.pack(">i", len(answer)) + answer
     finally:
         broker.cleanup()
 

@@ -69,10 +69,11 @@ _CLOSE_THREADS = 16
 _CREATION_SLICE_S = 0.005
 
 
-def _close_log(tp: TopicPartition, log: PartitionLog, clean: bool) -> bool:
-    """Close one log; False (logged, its files closed anyway) if that failed."""
+def _close_log_files(tp: TopicPartition, log: PartitionLog) -> bool:
+    """Close one log's files, its clean-close writes done or not wanted; False (logged, the rest of its
+    files closed anyway) if that failed."""
     try:
-        log.close(clean)
+        log.close(clean=False)
     except OSError as exc:
         _log.error("closing log failed", topic=tp[0], partition=tp[1], error=str(exc))
         for segment in log.segments:
@@ -261,7 +262,7 @@ class LogManager:
         files. A log's own clean close would retry a failed step, on files already closed."""
         closed_ok = self._write_for_close() if clean else True
         for tp, log in self._logs.items():
-            closed_ok = _close_log(tp, log, clean=False) and closed_ok
+            closed_ok = _close_log_files(tp, log) and closed_ok
         return closed_ok
 
     def _write_for_close(self) -> bool:
