@@ -184,9 +184,11 @@ class GroupMetadataManager:
 
     # -- persistence ---------------------------------------------------------------------------
 
-    def append(self, group_id: str, records: Records, **txn: Any) -> int:
-        """Append records to the group's `__consumer_offsets` partition; the first record's offset."""
-        return self.topic.append(self.partition_for(group_id), records, self.now(), **txn)
+    def append(self, group_id: str, records: Records, now_ms: int | None = None, **txn: Any) -> int:
+        """Append records to the group's `__consumer_offsets` partition, stamped `now_ms` (default: the clock
+        now); the first record's offset."""
+        return self.topic.append(self.partition_for(group_id), records, self.now() if now_ms is None else now_ms,
+                                 **txn)
 
     def store_group(self, group: Group) -> None:
         """Persist the group's GroupMetadataValue (raises KafkaError when the append fails)."""
@@ -206,9 +208,12 @@ class GroupMetadataManager:
             values.append(value)
             records.append((encode_offset_key(OffsetKey(group_id, c.topic, c.partition)), encode_offset_value(value)))
         transactional = producer_id >= 0
+        # The batch's timestamp is the commit's own: one clock reading, so the record's CreateTime and its
+        # commitTimestamp agree (two readings differed by 1 ms now and then).
         base = self.append(
             group_id,
             records,
+            now,
             producer_id=producer_id,
             producer_epoch=producer_epoch,
             transactional=transactional,
