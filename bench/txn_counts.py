@@ -39,8 +39,8 @@ from bench import (  # bench/ is the script's folder, so it is on sys.path
 )
 
 _WARM_UP_TRANSACTIONS = 100
-_STRACE_ATTACH_S = 1.0  # strace has no "attached" signal that -o can show; it attaches well within this
-_MARKERS_SETTLE_S = 0.5  # the last transaction's markers are written after EndTxn's answer
+STRACE_ATTACH_S = 1.0  # strace has no "attached" signal that -o can show; it attaches well within this
+MARKERS_SETTLE_S = 0.5  # the last transaction's markers are written after EndTxn's answer
 _TRACED = ("write,writev,pwrite64,pwritev,read,readv,recvfrom,recvmsg,sendto,sendmsg,"
            "epoll_wait,epoll_pwait,epoll_pwait2,fsync,fdatasync,io_uring_enter")
 # "1234  write(12</data/t-0/00000000000000000000.log>, "\x00..."..., 79) = 79", or the first half of a call
@@ -61,7 +61,7 @@ def requests_by_api(admin_port: int) -> collections.Counter[str]:
     return counts
 
 
-def _first_bytes(rest: str) -> bytes:
+def first_bytes(rest: str) -> bytes:
     """The first bytes strace printed of the buffer written (the first iovec's, for writev)."""
     match = re.search(r'"((?:\\x[0-9a-f]{2})+)"', rest)
     return bytes.fromhex(match[1].replace("\\x", "")) if match else b""
@@ -89,7 +89,7 @@ def classify(name: str, path: str, rest: str) -> str:
             return "appends: __transaction_state"
         if "/__consumer_offsets-" in path:
             return "appends: __consumer_offsets"
-        head = _first_bytes(rest)
+        head = first_bytes(rest)
         if len(head) < ATTRIBUTES_OFFSET + 2:
             return "appends: data partition, batch unread"
         attributes = int.from_bytes(head[ATTRIBUTES_OFFSET:ATTRIBUTES_OFFSET + 2], "big")
@@ -129,14 +129,14 @@ def main() -> int:
             broker.start()
             assert broker.process is not None
             run_transactions(broker, "txn-counts-warm-up", 1, _WARM_UP_TRANSACTIONS)
-            time.sleep(_MARKERS_SETTLE_S)
+            time.sleep(MARKERS_SETTLE_S)
             before = requests_by_api(admin_port)
             tracer = subprocess.Popen([strace, "-f", "-qq", "-y", "-xx", "-s", "24", "-e", f"trace={_TRACED}",
                                        "-o", str(trace), "-p", str(broker.process.pid)],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(_STRACE_ATTACH_S)
+            time.sleep(STRACE_ATTACH_S)
             run_transactions(broker, "txn-counts", 1, args.transactions)
-            time.sleep(_MARKERS_SETTLE_S)
+            time.sleep(MARKERS_SETTLE_S)
             tracer.send_signal(signal.SIGINT)
             tracer.wait(60)
             # Read after the trace stops: the GET's own request and socket calls are not in it.
