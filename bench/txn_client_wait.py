@@ -19,9 +19,7 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +27,7 @@ from pathlib import Path
 
 import confluent_kafka
 from confluent_kafka import Producer
-from txn_counts import MARKERS_SETTLE_S, STRACE_ATTACH_S, first_bytes
+from txn_counts import first_bytes, strace_attached
 
 from bench import (  # bench/ is the script's folder, so it is on sys.path
     MESSAGES_PER_TRANSACTION,
@@ -108,7 +106,6 @@ def main() -> int:
     topic = "txn-client-wait"
     with tempfile.TemporaryDirectory(prefix="minikafka-txn-wait-") as scratch:
         trace = Path(scratch) / "strace.out"
-        tracer: subprocess.Popen[bytes] | None = None
         try:
             broker.start()
             assert broker.process is not None
@@ -117,21 +114,13 @@ def main() -> int:
             producer.init_transactions(30)
             for number in range(_WARM_UP_TRANSACTIONS):
                 commit_noting_first_produce(producer, topic, number)
-            tracer = subprocess.Popen([strace, "-f", "-qq", "-ttt", "-xx", "-s", "8", "-e", "trace=read,recvfrom",
-                                       "-o", str(trace), "-p", str(broker.process.pid)],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(STRACE_ATTACH_S)
-            began = time.perf_counter()
-            first_produces = [commit_noting_first_produce(producer, topic, number)
-                              for number in range(args.transactions)]
-            elapsed = time.perf_counter() - began
-            time.sleep(MARKERS_SETTLE_S)
-            tracer.send_signal(signal.SIGINT)
-            tracer.wait(60)
+            with strace_attached(strace, broker.process.pid,
+                                 ["-f", "-qq", "-ttt", "-xx", "-s", "8", "-e", "trace=read,recvfrom"], trace):
+                began = time.perf_counter()
+                first_produces = [commit_noting_first_produce(producer, topic, number)
+                                  for number in range(args.transactions)]
+                elapsed = time.perf_counter() - began
         finally:
-            if tracer is not None and tracer.poll() is None:
-                tracer.kill()
-                tracer.wait(10)
             broker.cleanup()
         waits = sorted(waits_us(first_produces, add_partitions_reads(trace)))
     if len(waits) < len(first_produces):
@@ -144,7 +133,7 @@ def main() -> int:
     print(f"  first produce() to AddPartitionsToTxn read by the broker: median {median:.0f} µs, "
           f"p10 {waits[len(waits) // 10]:.0f} µs, p90 {waits[len(waits) * 9 // 10]:.0f} µs")
     print(f"  so one such producer commits at most {1e6 / median:.0f} transactions a second against any broker, "
-          "before any round trip")
+          "even before its round trips")
     return 0
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import re
 import shutil
 import signal
@@ -26,6 +27,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from minikafka.protocol.records import ATTRIBUTES_OFFSET, CONTROL_FLAG
@@ -110,6 +112,24 @@ def count_calls(trace: Path) -> collections.Counter[str]:
     return counts
 
 
+@contextlib.contextmanager
+def strace_attached(strace: str, pid: int, options: list[str], trace: Path) -> Iterator[None]:
+    """`strace` with `options` attached to `pid`, writing `trace`, for the block; detached
+    MARKERS_SETTLE_S after it, so the last transaction's markers are traced too."""
+    tracer = subprocess.Popen([strace, *options, "-o", str(trace), "-p", str(pid)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(STRACE_ATTACH_S)
+        yield
+        time.sleep(MARKERS_SETTLE_S)
+        tracer.send_signal(signal.SIGINT)
+        tracer.wait(60)
+    finally:
+        if tracer.poll() is None:
+            tracer.kill()
+            tracer.wait(10)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--transactions", type=int, default=500)
@@ -124,27 +144,18 @@ def main() -> int:
                     ready_line=True, env=base.env)
     with tempfile.TemporaryDirectory(prefix="minikafka-txn-counts-") as scratch:
         trace = Path(scratch) / "strace.out"
-        tracer: subprocess.Popen[bytes] | None = None
         try:
             broker.start()
             assert broker.process is not None
             run_transactions(broker, "txn-counts-warm-up", 1, _WARM_UP_TRANSACTIONS)
             time.sleep(MARKERS_SETTLE_S)
             before = requests_by_api(admin_port)
-            tracer = subprocess.Popen([strace, "-f", "-qq", "-y", "-xx", "-s", "24", "-e", f"trace={_TRACED}",
-                                       "-o", str(trace), "-p", str(broker.process.pid)],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(STRACE_ATTACH_S)
-            run_transactions(broker, "txn-counts", 1, args.transactions)
-            time.sleep(MARKERS_SETTLE_S)
-            tracer.send_signal(signal.SIGINT)
-            tracer.wait(60)
+            with strace_attached(strace, broker.process.pid,
+                                 ["-f", "-qq", "-y", "-xx", "-s", "24", "-e", f"trace={_TRACED}"], trace):
+                run_transactions(broker, "txn-counts", 1, args.transactions)
             # Read after the trace stops: the GET's own request and socket calls are not in it.
             requests = requests_by_api(admin_port) - before
         finally:
-            if tracer is not None and tracer.poll() is None:
-                tracer.kill()
-                tracer.wait(10)
             broker.cleanup()
         calls = count_calls(trace)
     # run_transactions also makes one unmeasured transaction first, and creates the topic (CreateTopics).
