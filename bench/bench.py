@@ -659,12 +659,17 @@ class TransactionsRun:
 
 
 def commit_transaction(producer: Producer, topic: str, number: int) -> None:
-    """One of the bench's transactions: begin, MESSAGES_PER_TRANSACTION messages round-robin over the
-    partitions from `number` on, commit."""
+    """One of the bench's transactions: begin, its messages (produce_transaction_messages), commit."""
     producer.begin_transaction()
+    produce_transaction_messages(producer, topic, number)
+    producer.commit_transaction(30)
+
+
+def produce_transaction_messages(producer: Producer, topic: str, number: int) -> None:
+    """The messages of the bench's transaction `number`: MESSAGES_PER_TRANSACTION of them, round-robin over the
+    partitions from `number` on."""
     for index in range(MESSAGES_PER_TRANSACTION):
         producer.produce(topic, VALUE, partition=(number + index) % PRODUCE_PARTITIONS)
-    producer.commit_transaction(30)
 
 
 def run_transactions(broker: Broker, topic: str, producers: int, total: int) -> TransactionsRun:

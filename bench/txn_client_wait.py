@@ -17,6 +17,7 @@ broker's reads, not the client's timer. Figures are printed, never asserted.
 from __future__ import annotations
 
 import argparse
+import bisect
 import re
 import shutil
 import statistics
@@ -30,11 +31,10 @@ from confluent_kafka import Producer
 from txn_counts import first_bytes, strace_attached
 
 from bench import (  # bench/ is the script's folder, so it is on sys.path
-    MESSAGES_PER_TRANSACTION,
     PRODUCE_PARTITIONS,
-    VALUE,
     create_topic,
     minikafka_broker,
+    produce_transaction_messages,
     tansu_binary,
     tansu_broker,
 )
@@ -70,12 +70,13 @@ def add_partitions_reads(trace: Path) -> list[float]:
 
 
 def waits_us(first_produces: list[float], reads: list[float]) -> list[float]:
-    """For each transaction, µs from its first produce() to the next AddPartitionsToTxn read."""
+    """For each transaction, µs from its first produce() to the next AddPartitionsToTxn read (`reads` in
+    time order, as strace writes them)."""
     waits = []
     for produced in first_produces:
-        after = [read for read in reads if read >= produced]
-        if after:
-            waits.append((after[0] - produced) * 1e6)
+        next_read = bisect.bisect_left(reads, produced)
+        if next_read < len(reads):
+            waits.append((reads[next_read] - produced) * 1e6)
     return waits
 
 
@@ -83,8 +84,7 @@ def commit_noting_first_produce(producer: Producer, topic: str, number: int) -> 
     """bench.py's transaction, with the wall clock just before its first produce()."""
     producer.begin_transaction()
     first_produce = time.time()
-    for index in range(MESSAGES_PER_TRANSACTION):
-        producer.produce(topic, VALUE, partition=(number + index) % PRODUCE_PARTITIONS)
+    produce_transaction_messages(producer, topic, number)
     producer.commit_transaction(30)
     return first_produce
 
