@@ -258,9 +258,15 @@ def test_consumer_survives_coordinator_errors(broker: Broker) -> None:
         broker.add_fault("OffsetCommit", "NOT_COORDINATOR", count=1, group_id=group),
         broker.add_fault("OffsetCommit", "COORDINATOR_LOAD_IN_PROGRESS", count=1, group_id=group),
     ]
+    # fetch.wait.max.ms: after the injected NOT_COORDINATOR on OffsetCommit, librdkafka's FindCoordinator
+    # waits behind the consumer's parked Fetch on the same connection (Kafka serves a connection's
+    # requests one at a time too). With the default 500 ms wait, librdkafka could then close its
+    # coordinator connection for the "nodename change" under the retried commit, mark the coordinator
+    # dead again, and loop without heartbeats until the session timed out (librdkafka issue #3645):
+    # with both cores kept busy, 5 of 110 runs ended in UNKNOWN_MEMBER_ID, against 0 of 110 with 10 ms.
     consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                         "heartbeat.interval.ms": 100, "session.timeout.ms": 6000})
+                         "heartbeat.interval.ms": 100, "session.timeout.ms": 6000, "fetch.wait.max.ms": 10})
     try:
         consumer.subscribe([topic])
         values: list[bytes] = []
