@@ -28,6 +28,7 @@ from pathlib import Path
 
 import confluent_kafka
 from confluent_kafka import Producer
+from minikafka.protocol.api_keys import ApiKey
 from txn_counts import first_bytes, strace_attached
 
 from bench import (  # bench/ is the script's folder, so it is on sys.path
@@ -40,7 +41,6 @@ from bench import (  # bench/ is the script's folder, so it is on sys.path
 )
 
 _WARM_UP_TRANSACTIONS = 100
-_ADD_PARTITIONS_TO_TXN = 24
 # "[tid ]1795779783.377164 read(18, "\x00\x00\x00\x37\x00\x18"..., 4096) = 59": a frame's size, then its API key
 _READ = re.compile(r"^(?:\d+\s+)?(?P<time>\d+\.\d+)\s+(?:read|recvfrom)\((?P<fd>\d+),\s*"
                    r"(?P<rest>.*)\)\s+=\s+(?P<got>-?\d+)")
@@ -64,7 +64,7 @@ def add_partitions_reads(trace: Path) -> list[float]:
             body_next.add(fd)
             continue
         api_key = head[api_key_at:api_key_at + 2]
-        if len(api_key) == 2 and int.from_bytes(api_key, "big") == _ADD_PARTITIONS_TO_TXN:
+        if len(api_key) == 2 and int.from_bytes(api_key, "big") == ApiKey.ADD_PARTITIONS_TO_TXN:
             times.append(float(match["time"]))
     return times
 
