@@ -3,6 +3,7 @@ the same time.
 
     .venv/bin/python bench/ab.py [--base REV] [--rounds 10] [--records 700] [--requests 2000] [--aa]
     .venv/bin/python bench/ab.py --workload transactions [--transactions 1000] [--base REV] [--rounds 10] [--aa]
+    .venv/bin/python bench/ab.py --python /path/to/venv/bin/python [--workload ...] [--base REV]
 
 Broker A runs the code of `--base` (default HEAD: what the working tree changes), unpacked into a
 temporary folder (the soak harness's unpack_code); broker B runs the working tree. Each round starts
@@ -19,7 +20,9 @@ is the broker CPU per transaction.
 Why not bench.py: with librdkafka the batches follow how fast each broker answers, so the CPU per
 message of one broker moves with the other's timing (two brokers of the same code, loaded at once by
 confluent-kafka, read 0.61-1.04 of each other per message); a fixed request leaves the broker's own cost.
-`--aa` runs the base code on both sides, to see this harness's own spread.
+`--aa` runs the base code on both sides, to see this harness's own spread. `--python` runs the base code on
+both sides too, broker B under that interpreter (a venv holding minikafka's dependencies; the code still comes
+from the unpacked commit), to compare interpreters.
 """
 
 from __future__ import annotations
@@ -49,8 +52,11 @@ BARRIER_TIMEOUT_S = 60.0
 CLIENT_DEADLINE_S = 600.0
 
 
-def broker_for(python_path: Path | None) -> bench.Broker:
+def broker_for(python_path: Path | None, interpreter: str | None = None) -> bench.Broker:
     broker = bench.minikafka_broker()
+    if interpreter is not None:
+        command = broker.command
+        broker.command = lambda port, data: [interpreter, *command(port, data)[1:]]
     env = dict(broker.env if broker.env is not None else os.environ)
     if python_path is not None:
         env["PYTHONPATH"] = str(python_path)
@@ -83,7 +89,7 @@ def commit_transactions(port: int, transactions: int, barrier: Barrier) -> None:
 
 def one_round(base_path: Path, candidate_path: Path | None, args: argparse.Namespace) -> dict[str, float]:
     """Both brokers under load at once; broker CPU µs per request (or per transaction), by side."""
-    brokers = {"A": broker_for(base_path), "B": broker_for(candidate_path)}
+    brokers = {"A": broker_for(base_path), "B": broker_for(candidate_path, args.python)}
     try:
         for broker in brokers.values():
             broker.start()
@@ -127,6 +133,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=2000, help="measured requests per broker and round")
     parser.add_argument("--inflight", type=int, default=2, help="requests a client keeps unanswered")
     parser.add_argument("--aa", action="store_true", help="the base commit on both sides")
+    parser.add_argument("--python", help="the base commit on both sides, broker B under this interpreter")
     args = parser.parse_args()
     if min(args.rounds, args.records, args.requests, args.inflight, args.transactions) < 1:
         parser.error("--rounds, --records, --requests, --inflight and --transactions must be at least 1")
@@ -136,11 +143,12 @@ def main() -> int:
     per_side: dict[str, list[float]] = {"A": [], "B": []}
     try:
         _unpacked, base_path = unpack_code(args.base, scratch)
-        candidate_path = base_path if args.aa else None
+        candidate_path = base_path if args.aa or args.python else None
         load = (f"{args.transactions} transactions of {bench.MESSAGES_PER_TRANSACTION} messages"
                 if args.workload == "transactions" else
                 f"{PARTITIONS} x {args.records} records a request, {args.requests} requests, {args.inflight} in flight")
-        print(f"A: {args.base}; B: {'the same' if args.aa else 'the working tree'}; {load}", flush=True)
+        candidate = (f"the same under {args.python}" if args.python else "the same" if args.aa else "the working tree")
+        print(f"A: {args.base}; B: {candidate}; {load}", flush=True)
         for number in range(args.rounds):
             cpu = one_round(base_path, candidate_path, args)
             for side, value in cpu.items():
