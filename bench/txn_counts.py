@@ -41,8 +41,8 @@ from bench import (  # bench/ is the script's folder, so it is on sys.path
 )
 
 _WARM_UP_TRANSACTIONS = 100
-STRACE_ATTACH_S = 1.0  # strace has no "attached" signal that -o can show; it attaches well within this
-MARKERS_SETTLE_S = 0.5  # the last transaction's markers are written after EndTxn's answer
+_STRACE_ATTACH_S = 1.0  # strace has no "attached" signal that -o can show; it attaches well within this
+_MARKERS_SETTLE_S = 0.5  # the last transaction's markers are written after EndTxn's answer
 _TRACED = ("write,writev,pwrite64,pwritev,read,readv,recvfrom,recvmsg,sendto,sendmsg,"
            "epoll_wait,epoll_pwait,epoll_pwait2,fsync,fdatasync,io_uring_enter")
 # "1234  write(12</data/t-0/00000000000000000000.log>, "\x00..."..., 79) = 79", or the first half of a call
@@ -115,13 +115,13 @@ def count_calls(trace: Path) -> collections.Counter[str]:
 @contextlib.contextmanager
 def strace_attached(strace: str, pid: int, options: list[str], trace: Path) -> Iterator[None]:
     """`strace` with `options` attached to `pid`, writing `trace`, for the block; detached
-    MARKERS_SETTLE_S after it, so the last transaction's markers are traced too."""
+    _MARKERS_SETTLE_S after it, so the last transaction's markers are traced too."""
     tracer = subprocess.Popen([strace, *options, "-o", str(trace), "-p", str(pid)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        time.sleep(STRACE_ATTACH_S)
+        time.sleep(_STRACE_ATTACH_S)
         yield
-        time.sleep(MARKERS_SETTLE_S)
+        time.sleep(_MARKERS_SETTLE_S)
         tracer.send_signal(signal.SIGINT)
         tracer.wait(60)
     finally:
@@ -148,7 +148,7 @@ def main() -> int:
             broker.start()
             assert broker.process is not None
             run_transactions(broker, "txn-counts-warm-up", 1, _WARM_UP_TRANSACTIONS)
-            time.sleep(MARKERS_SETTLE_S)
+            time.sleep(_MARKERS_SETTLE_S)
             before = requests_by_api(admin_port)
             with strace_attached(strace, broker.process.pid,
                                  ["-f", "-qq", "-y", "-xx", "-s", "24", "-e", f"trace={_TRACED}"], trace):
