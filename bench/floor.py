@@ -1,6 +1,6 @@
-"""What any Python asyncio server pays for a Produce request, next to what minikafka pays for the same one.
+"""What any Python asyncio server pays for a request, next to what minikafka pays for the same one.
 
-    .venv/bin/python bench/floor.py [--rounds 4] [--requests 1500]
+    .venv/bin/python bench/floor.py [--rounds 4] [--requests 1500] [--request produce|metadata]
 
 Each side gets bench.py's same-requests workload (RepeatedProduce: 3 partitions of 280 records of 100 B,
 acks=all, 2 in flight, from this process) and its CPU per request is measured (the process's scheduler
@@ -12,6 +12,10 @@ clock, as bench.py). The sides:
   appending the frame to a file (the kernel's copy into the page cache), a CRC-32C over it, one copy of
   it in memory (kio's decode copies the record sets once); then all three;
 - minikafka.
+
+`--request metadata` sends a Metadata v1 request for no topics instead, one at a time: a request whose
+handling is nearly nothing, so minikafka's side is what every request pays (decode, dispatch, observers,
+encoding the answer) on top of the floor's reading and sending; the floor side does no extra steps.
 
 The rounds alternate the sides on fresh processes; medians are printed, never asserted. Not part of
 `make bench`: it explains what minikafka's own Python costs, beyond what no Python broker can avoid.
@@ -31,6 +35,8 @@ import time
 from pathlib import Path
 
 import crc32c
+from kio.schema.metadata.v1.request import MetadataRequest
+from minikafka.protocol.codec import encode_request
 
 import bench  # bench/ is the script's folder, so it is on sys.path
 
@@ -39,6 +45,8 @@ STEP_SETS = ("", "write", "crc", "copy", "write,crc,copy")
 _READY = "ready"
 _START_DEADLINE_S = 30.0
 _FILE_ROLL_BYTES = 1 << 30  # the file the write step appends to starts again past this, as a segment rolls
+_METADATA_FRAME = encode_request(0, MetadataRequest(topics=()), client_id="bench-floor")
+_METADATA_WARM_UP = 200
 
 
 def serve(port: int, answer: bytes, steps: set[str], directory: Path) -> None:
@@ -88,30 +96,42 @@ def serve(port: int, answer: bytes, steps: set[str], directory: Path) -> None:
     uvloop.run(main())
 
 
-def minikafka_answer() -> bytes:
-    """The frame minikafka answers RepeatedProduce's request with (size prefix included)."""
+def minikafka_answer(request: str) -> bytes:
+    """The frame minikafka answers the workload's request with (size prefix included)."""
     broker = bench.minikafka_broker()
     broker.start()
     try:
         bench.create_topic(broker.bootstrap, TOPIC, bench.PRODUCE_PARTITIONS)
-        repeated = bench.RepeatedProduce(TOPIC, bench.SAME_REQUEST_RECORDS)
         with bench.raw_connection(broker.port, bench.WORKLOAD_DEADLINE_S) as sock:
-            repeated.send(sock, 1, 1)  # checks the answer
-            sock.sendall(repeated.frame)
+            if request == "metadata":
+                sock.sendall(_METADATA_FRAME)
+            else:
+                repeated = bench.RepeatedProduce(TOPIC, bench.SAME_REQUEST_RECORDS)
+                repeated.send(sock, 1, 1)  # checks the answer
+                sock.sendall(repeated.frame)
             answer = bench.recv_frame(sock)
             return struct.pack(">i", len(answer)) + answer
     finally:
         broker.cleanup()
 
 
-def cpu_per_request(port: int, pid: int, requests: int) -> float:
+def cpu_per_request(port: int, pid: int, requests: int, request: str) -> float:
     clock = bench.process_cpu_clock(pid)
     with bench.raw_connection(port, bench.WORKLOAD_DEADLINE_S) as sock:
+        if request == "metadata":
+            for _ in range(_METADATA_WARM_UP):
+                sock.sendall(_METADATA_FRAME)
+                bench.recv_frame(sock)
+            before = time.clock_gettime(clock)
+            for _ in range(requests):
+                sock.sendall(_METADATA_FRAME)
+                bench.recv_frame(sock)
+            return (time.clock_gettime(clock) - before) / requests * 1e6
         repeated = bench.RepeatedProduce(TOPIC, bench.SAME_REQUEST_RECORDS)
         return bench.repeated_cpu_seconds(sock, repeated, requests, lambda: time.clock_gettime(clock)) / requests * 1e6
 
 
-def floor_round(answer: bytes, steps: str, requests: int) -> float:
+def floor_round(answer: bytes, steps: str, requests: int, request: str) -> float:
     port = bench.free_port()
     with tempfile.TemporaryDirectory(prefix="minikafka-floor-") as directory:
         server = subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--answer", answer.hex(),
@@ -122,19 +142,19 @@ def floor_round(answer: bytes, steps: str, requests: int) -> float:
             while server.stdout.readline().strip() != _READY:
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("the floor server did not start")
-            return cpu_per_request(port, server.pid, requests)
+            return cpu_per_request(port, server.pid, requests, request)
         finally:
             server.kill()
             server.wait(_START_DEADLINE_S)
 
 
-def minikafka_round(requests: int) -> float:
+def minikafka_round(requests: int, request: str) -> float:
     broker = bench.minikafka_broker()
     broker.start()
     try:
         bench.create_topic(broker.bootstrap, TOPIC, bench.PRODUCE_PARTITIONS)
         assert broker.process is not None
-        return cpu_per_request(broker.port, broker.process.pid, requests)
+        return cpu_per_request(broker.port, broker.process.pid, requests, request)
     finally:
         broker.cleanup()
 
@@ -143,6 +163,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--requests", type=int, default=1500, help="measured requests per side and round")
+    parser.add_argument("--request", choices=("produce", "metadata"), default="produce")
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--answer", help=argparse.SUPPRESS)
     parser.add_argument("--steps", default="", help=argparse.SUPPRESS)
@@ -153,19 +174,21 @@ def main() -> int:
         return 0
     if min(args.rounds, args.requests) < 1:
         parser.error("--rounds and --requests must be at least 1")
-    answer = minikafka_answer()
-    sides = [f"floor{' + ' + steps if steps else ''}" for steps in STEP_SETS] + ["minikafka"]
+    answer = minikafka_answer(args.request)
+    step_sets = STEP_SETS if args.request == "produce" else ("",)
+    sides = [f"floor{' + ' + steps if steps else ''}" for steps in step_sets] + ["minikafka"]
     measured: dict[str, list[float]] = {side: [] for side in sides}
     for number in range(args.rounds):
-        order = list(zip(sides, [*STEP_SETS, None], strict=True))
+        order = list(zip(sides, [*step_sets, None], strict=True))
         if number % 2:
             order.reverse()
         for side, steps in order:
-            measured[side].append(minikafka_round(args.requests) if steps is None
-                                  else floor_round(answer, steps, args.requests))
+            measured[side].append(minikafka_round(args.requests, args.request) if steps is None
+                                  else floor_round(answer, steps, args.requests, args.request))
         print(f"round {number + 1}: " + ", ".join(f"{side} {measured[side][-1]:.0f}" for side in sides), flush=True)
-    print(f"\nbroker CPU per Produce request ({bench.SAME_REQUEST_RECORDS * bench.PRODUCE_PARTITIONS} records of "
-          f"100 B, {len(answer)}-byte answer), medians of {args.rounds} rounds:")
+    what = ("Metadata request (no topics, one at a time" if args.request == "metadata" else
+            f"Produce request ({bench.SAME_REQUEST_RECORDS * bench.PRODUCE_PARTITIONS} records of 100 B")
+    print(f"\nbroker CPU per {what}, {len(answer)}-byte answer), medians of {args.rounds} rounds:")
     for side in sides:
         print(f"  {side:36} {statistics.median(measured[side]):7.1f} µs")
     return 0
