@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
 import statistics
 import struct
 import subprocess
@@ -115,17 +116,19 @@ def minikafka_answer(request: str) -> bytes:
         broker.cleanup()
 
 
+def _metadata_round_trips(sock: socket.socket, count: int) -> None:
+    for _ in range(count):
+        sock.sendall(_METADATA_FRAME)
+        bench.recv_frame(sock)
+
+
 def cpu_per_request(port: int, pid: int, requests: int, request: str) -> float:
     clock = bench.process_cpu_clock(pid)
     with bench.raw_connection(port, bench.WORKLOAD_DEADLINE_S) as sock:
         if request == "metadata":
-            for _ in range(_METADATA_WARM_UP):
-                sock.sendall(_METADATA_FRAME)
-                bench.recv_frame(sock)
+            _metadata_round_trips(sock, _METADATA_WARM_UP)
             before = time.clock_gettime(clock)
-            for _ in range(requests):
-                sock.sendall(_METADATA_FRAME)
-                bench.recv_frame(sock)
+            _metadata_round_trips(sock, requests)
             return (time.clock_gettime(clock) - before) / requests * 1e6
         repeated = bench.RepeatedProduce(TOPIC, bench.SAME_REQUEST_RECORDS)
         return bench.repeated_cpu_seconds(sock, repeated, requests, lambda: time.clock_gettime(clock)) / requests * 1e6
