@@ -4,6 +4,7 @@ the same time.
     .venv/bin/python bench/ab.py [--base REV] [--rounds 10] [--records 700] [--requests 2000] [--aa]
     .venv/bin/python bench/ab.py --workload transactions [--transactions 1000] [--base REV] [--rounds 10] [--aa]
     .venv/bin/python bench/ab.py --python /path/to/venv/bin/python [--workload ...] [--base REV]
+    .venv/bin/python bench/ab.py --candidate-path DIR [--workload ...] [--base REV]
 
 Broker A runs the code of `--base` (default HEAD: what the working tree changes), unpacked into a
 temporary folder (the soak harness's unpack_code); broker B runs the working tree. Each round starts
@@ -22,7 +23,8 @@ message of one broker moves with the other's timing (two brokers of the same cod
 confluent-kafka, read 0.61-1.04 of each other per message); a fixed request leaves the broker's own cost.
 `--aa` runs the base code on both sides, to see this harness's own spread. `--python` runs the base code on
 both sides too, broker B under that interpreter (a venv holding minikafka's dependencies; the code still comes
-from the unpacked commit), to compare interpreters.
+from the unpacked commit), to compare interpreters. `--candidate-path` gives broker B the `minikafka` package
+under DIR instead of the working tree (bench/mypyc_tree.py builds one with compiled modules).
 """
 
 from __future__ import annotations
@@ -134,6 +136,8 @@ def main() -> int:
     parser.add_argument("--inflight", type=int, default=2, help="requests a client keeps unanswered")
     parser.add_argument("--aa", action="store_true", help="the base commit on both sides")
     parser.add_argument("--python", help="the base commit on both sides, broker B under this interpreter")
+    parser.add_argument("--candidate-path", type=Path,
+                        help="broker B imports minikafka from this folder (a built tree) instead of the working tree")
     args = parser.parse_args()
     if min(args.rounds, args.records, args.requests, args.inflight, args.transactions) < 1:
         parser.error("--rounds, --records, --requests, --inflight and --transactions must be at least 1")
@@ -143,11 +147,12 @@ def main() -> int:
     per_side: dict[str, list[float]] = {"A": [], "B": []}
     try:
         _unpacked, base_path = unpack_code(args.base, scratch)
-        candidate_path = base_path if args.aa or args.python else None
+        candidate_path = base_path if args.aa or args.python else args.candidate_path
         load = (f"{args.transactions} transactions of {bench.MESSAGES_PER_TRANSACTION} messages"
                 if args.workload == "transactions" else
                 f"{PARTITIONS} x {args.records} records a request, {args.requests} requests, {args.inflight} in flight")
-        candidate = (f"the same under {args.python}" if args.python else "the same" if args.aa else "the working tree")
+        candidate = (f"the same under {args.python}" if args.python else "the same" if args.aa else
+                     f"the tree at {args.candidate_path}" if args.candidate_path else "the working tree")
         print(f"A: {args.base}; B: {candidate}; {load}", flush=True)
         for number in range(args.rounds):
             cpu = one_round(base_path, candidate_path, args)
