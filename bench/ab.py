@@ -125,6 +125,16 @@ def one_round(base_path: Path, candidate_path: Path | None, args: argparse.Names
             broker.cleanup()
 
 
+def _candidate_name(args: argparse.Namespace) -> str:
+    if args.python:
+        return f"the same under {args.python}"
+    if args.aa:
+        return "the same"
+    if args.candidate_path:
+        return f"the tree at {args.candidate_path}"
+    return "the working tree"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", default="HEAD", help="the commit broker A runs (default HEAD)")
@@ -134,10 +144,11 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=700, help="100-byte records in each partition's batch")
     parser.add_argument("--requests", type=int, default=2000, help="measured requests per broker and round")
     parser.add_argument("--inflight", type=int, default=2, help="requests a client keeps unanswered")
-    parser.add_argument("--aa", action="store_true", help="the base commit on both sides")
-    parser.add_argument("--python", help="the base commit on both sides, broker B under this interpreter")
-    parser.add_argument("--candidate-path", type=Path,
-                        help="broker B imports minikafka from this folder (a built tree) instead of the working tree")
+    candidate = parser.add_mutually_exclusive_group()
+    candidate.add_argument("--aa", action="store_true", help="the base commit on both sides")
+    candidate.add_argument("--python", help="the base commit on both sides, broker B under this interpreter")
+    candidate.add_argument("--candidate-path", type=Path,
+                           help="broker B imports minikafka from this folder instead of the working tree")
     args = parser.parse_args()
     if min(args.rounds, args.records, args.requests, args.inflight, args.transactions) < 1:
         parser.error("--rounds, --records, --requests, --inflight and --transactions must be at least 1")
@@ -151,9 +162,7 @@ def main() -> int:
         load = (f"{args.transactions} transactions of {bench.MESSAGES_PER_TRANSACTION} messages"
                 if args.workload == "transactions" else
                 f"{PARTITIONS} x {args.records} records a request, {args.requests} requests, {args.inflight} in flight")
-        candidate = (f"the same under {args.python}" if args.python else "the same" if args.aa else
-                     f"the tree at {args.candidate_path}" if args.candidate_path else "the working tree")
-        print(f"A: {args.base}; B: {candidate}; {load}", flush=True)
+        print(f"A: {args.base}; B: {_candidate_name(args)}; {load}", flush=True)
         for number in range(args.rounds):
             cpu = one_round(base_path, candidate_path, args)
             for side, value in cpu.items():

@@ -1,13 +1,14 @@
 """A copy of the broker with its hottest modules compiled by mypyc, to measure what compiled code would buy.
 
-    .venv/bin/python bench/mypyc_tree.py /tmp/minikafka-mypyc          # about 2 minutes of gcc
-    .venv/bin/python bench/ab.py --candidate-path /tmp/minikafka-mypyc [--workload transactions]
+    .venv/bin/python bench/mypyc_tree.py /tmp/minikafka-mypyc [--revision HEAD]   # about 2 minutes of gcc
+    .venv/bin/python bench/ab.py --candidate-path /tmp/minikafka-mypyc/path [--workload transactions]
 
 The open question behind it: is the CPU a request costs the interpreter running minikafka's own bytecode
 (which compiling would remove), or CPython's object work (allocations, attribute and dict lookups) that
-compiled Python still does? The copy is the working tree's layers under `OUT/minikafka`, the modules of
-HOT_MODULES compiled in place (their `.so` files are imported before the `.py` beside them), the rest
-interpreted; broker B of `bench/ab.py` imports it through PYTHONPATH. Only for measuring: mypyc compiles
+compiled Python still does? The copy is a commit (default HEAD, what bench/ab.py's broker A runs) unpacked
+as the soak harness unpacks one (`OUT/path/minikafka`), the modules of HOT_MODULES compiled in place (their
+`.so` files are imported before the `.py` beside them), the rest interpreted; broker B of `bench/ab.py`
+imports it through PYTHONPATH. Only for measuring: mypyc compiles
 code as its annotations say, so a few rare paths differ (a wrong narrowing in the frame receiver's error
 path fails `tests/unit/protocol/test_framing.py`), and tests that replace a compiled method cannot.
 """
@@ -16,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("protocol", "storage", "coordinator", "broker", "pipeline", "testing")
+sys.path.insert(0, str(ROOT))  # for the soak harness's unpack_code
+from tests.soak.harness import unpack_code  # noqa: E402
 
 # Every module a Produce request or a transaction runs through, except those that generate code at run
 # time (protocol/guard.py, encoder.py, build.py: their generated functions would stay interpreted anyway).
@@ -46,14 +47,7 @@ _RUNTIME_ANNOTATIONS = {
 }
 
 
-def copy_layers(out: Path) -> None:
-    package = out / "minikafka"
-    if package.exists():
-        shutil.rmtree(package)
-    package.mkdir(parents=True)
-    (package / "__init__.py").touch()
-    for layer in LAYERS:
-        shutil.copytree(ROOT / layer, package / layer, ignore=shutil.ignore_patterns("__pycache__"))
+def use_runtime_annotations(package: Path) -> None:
     for module, replacements in _RUNTIME_ANNOTATIONS.items():
         path = package / module
         text = path.read_text()
@@ -66,22 +60,27 @@ def copy_layers(out: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out", type=Path, help="folder to build the copy in (its minikafka/ is replaced)")
+    parser.add_argument("out", type=Path, help="a new folder to build the copy in")
+    parser.add_argument("--revision", default="HEAD", help="the commit to compile (default HEAD)")
     args = parser.parse_args()
     out = args.out.resolve()
-    copy_layers(out)
-    shutil.rmtree(out / "build", ignore_errors=True)
+    if out.exists():
+        parser.error(f"{out} exists; give a new folder")
+    unpacked, python_path = unpack_code(args.revision, out)
+    use_runtime_annotations(python_path / "minikafka")
     mypyc = Path(sys.executable).with_name("mypyc")
-    # The project's own mypy settings; the build runs in `out`, where no pyproject.toml is (setuptools would
-    # read its metadata).
+    # The project's own mypy settings; the build runs where no pyproject.toml is (setuptools would read its
+    # metadata).
     subprocess.run([str(mypyc), "--config-file", str(ROOT / "pyproject.toml"),
-                    *(f"minikafka/{module}" for module in HOT_MODULES)], cwd=out, check=True, stdout=subprocess.DEVNULL)
+                    *(f"minikafka/{module}" for module in HOT_MODULES)],
+                   cwd=python_path, check=True, stdout=subprocess.DEVNULL)
     where = subprocess.run([sys.executable, "-c", "import minikafka.storage.log as m; print(m.__file__)"],
-                           env={**os.environ, "PYTHONPATH": str(out)}, capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": str(python_path)}, capture_output=True, text=True,
                            check=True).stdout.strip()
     if not where.endswith(".so"):
         raise RuntimeError(f"the copy still imports interpreted code: {where}")
-    print(f"compiled {len(HOT_MODULES)} modules; for broker B: bench/ab.py --candidate-path {out}")
+    print(f"compiled {len(HOT_MODULES)} modules of {unpacked}")
+    print(f"for broker B: bench/ab.py --candidate-path {python_path}")
     return 0
 
 
