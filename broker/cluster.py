@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from minikafka.coordinator.internal_topics import INTERNAL_TOPICS
 from minikafka.storage.checkpoint import write_atomically
@@ -21,6 +21,10 @@ REPLICATION_FILE = "replication-factors.json"
 # offsets.topic.replication.factor and transaction.state.log.replication.factor default to 3 in Kafka.
 INTERNAL_REPLICATION_FACTOR = 3
 NO_LEADER = -1
+# Values derived from the leadership `ClusterView.derived` keeps; past this many it starts afresh.
+DERIVED_LIMIT = 10_000
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,7 @@ class ClusterView:
         self.new_epoch: Callable[[str, int, int], None] = lambda _topic, _partition, _epoch: None
         # Every partition that exists, as (topic, partition count): what a node change re-elects.
         self.all_partitions: Callable[[], Iterable[tuple[str, int]]] = lambda: ()
+        self._derived: dict[Any, tuple[Any, Callable[[Any], None] | None]] = {}
 
     @property
     def nodes(self) -> list[Node]:
@@ -119,11 +124,32 @@ class ClusterView:
     # replica is the preferred leader; a leader that stops hands over to the next online replica with
     # the leader epoch bumped, as a controller's election does.
 
+    def derived(self, key: Any, derive: Callable[[], T], release: Callable[[T], None] | None = None) -> T:
+        """`derive()`, kept under `key` until any partition's leadership, replicas or ISR next change, or a
+        node stops or starts; `release(value)` when it is dropped. For what is worked out from the leadership
+        of many partitions and asked for again and again (Metadata's topic entries): `key` names every other
+        input it depends on."""
+        kept = self._derived.get(key)
+        if kept is not None:
+            return kept[0]  # type: ignore[no-any-return]
+        value = derive()
+        if len(self._derived) >= DERIVED_LIMIT:
+            self._drop_derived()
+        self._derived[key] = (value, release)
+        return value
+
+    def _drop_derived(self) -> None:
+        dropped, self._derived = self._derived, {}
+        for value, release in dropped.values():
+            if release is not None:
+                release(value)
+
     def use_replication_file(self, data_dir: Path) -> None:
         """Keep topics' replication factors in the data directory (Kafka: the metadata log)."""
         self._replication_file = data_dir / REPLICATION_FILE
         if self._replication_file.exists():
             self._replication = {str(k): int(v) for k, v in json.loads(self._replication_file.read_text()).items()}
+        self._drop_derived()
 
     def set_replication_factor(self, topic: str, factor: int) -> None:
         self._replication[topic] = factor
@@ -138,6 +164,7 @@ class ClusterView:
         """A deleted (or re-created) topic's partitions start afresh."""
         for key in [key for key in self._partitions if key[0] == topic]:
             del self._partitions[key]
+        self._drop_derived()
         if not keep_replication and self._replication.pop(topic, None) is not None:
             self._save_replication()
 
@@ -178,6 +205,7 @@ class ClusterView:
         return state
 
     def _elect(self, topic: str, partition: int, state: PartitionLeadership, leader: int) -> None:
+        self._drop_derived()
         state.leader = leader
         if leader != NO_LEADER:
             state.leader_epoch = max(state.leader_epoch, self.stored_epoch(topic, partition)) + 1
@@ -186,6 +214,7 @@ class ClusterView:
     def _reelect(self) -> None:
         """After a node stops or starts: ISRs are the online replicas; a leader that is down hands over to
         the first online replica, and a leaderless partition takes its first replica back."""
+        self._drop_derived()
         for topic, count in list(self.all_partitions()):
             for partition in range(count):
                 state = self.partition(topic, partition)

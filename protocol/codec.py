@@ -121,22 +121,6 @@ def encode_body(body: Any) -> bytes:
     return bytes(out)
 
 
-# Bodies answered again and again unchanged (ApiVersions), by identity, with their encoding. The body is
-# kept alive here, so its id cannot be reused by another object.
-_encoded_once: dict[int, tuple[Any, bytes]] = {}
-_ENCODED_ONCE_LIMIT = 256
-
-
-def encode_once(body: Any) -> Any:
-    """Keep `body`'s encoding for every later `encode_response` of this very object; returns `body`.
-    For immutable answers that are large to encode and sent often; bounded, oldest forgotten first."""
-    if id(body) not in _encoded_once:
-        if len(_encoded_once) >= _ENCODED_ONCE_LIMIT:
-            del _encoded_once[next(iter(_encoded_once))]
-        _encoded_once[id(body)] = (body, encode_body(body))
-    return body
-
-
 def response_frame(correlation_id: int, body: Any) -> FrameBuffer:
     """A whole response frame: size, response header, body. Big record sets are not copied into it: send
     `frame.parts()` (protocol/encoder.py FrameBuffer).
@@ -148,12 +132,8 @@ def response_frame(correlation_id: int, body: Any) -> FrameBuffer:
     # The body is written after room for the header, which is filled in once the size is known: building
     # the header and body apart and joining them copied every frame once more.
     frame = FrameBuffer(_HEADER_V1_PLACE if flexible_header else _HEADER_V0_PLACE)
-    kept = _encoded_once.get(id(body))
-    if kept is not None and kept[0] is body:
-        frame += kept[1]
-    else:
-        cls: Any = type(body)
-        writer_for(cls)(frame, body)
+    cls: Any = type(body)
+    writer_for(cls)(frame, body)
     _SIZE_AND_CORRELATION.pack_into(frame, 0, frame.frame_size - 4, correlation_id)
     return frame
 

@@ -14,6 +14,7 @@ request and response class of every version kio has, on values Hypothesis draws 
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Callable
 from dataclasses import MISSING, Field, fields
 from functools import cache
@@ -38,6 +39,8 @@ Writer = Callable[[bytearray, Any], None]
 
 # Record sets at least this big are not copied into a frame being built (below: FrameBuffer).
 SPILL_MIN_BYTES = 4096
+# Encoded bytes of the entities of one class `remember_encoding` keeps, oldest forgotten first.
+REMEMBERED_BYTES_PER_CLASS = 4 * 1024 * 1024
 
 
 class FrameBuffer(bytearray):
@@ -257,6 +260,59 @@ def _emit_field(src: _Source, indent: int, out: str, value: str, field: Field[An
                 src.emit(indent, f"{write}({out}, {value})")
 
 
+class _Remembered:
+    """Entities of one class written from the encoding they had when remembered, by identity. Each is kept
+    alive here with its bytes, so its id cannot be reused by another object while it is remembered."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, tuple[Any, bytes]] = {}
+        self.size = 0
+
+
+# One per entity class, made with its writer, which reads it: a class never remembered pays one truth test.
+_remembered: dict[type, _Remembered] = {}
+# The in-process brokers of `minikafka.testing` may encode on several threads at once.
+_remembering = threading.Lock()
+
+
+def _remembered_of(entity_type: Any) -> _Remembered:
+    with _remembering:
+        return _remembered.setdefault(entity_type, _Remembered())
+
+
+def remember_encoding(entity: Any) -> Any:
+    """Write `entity` from now on from the bytes it encodes to now; returns `entity`. For immutable
+    entities answered again and again (an ApiVersions answer, a Metadata topic entry), where encoding
+    them each time is most of the answer's cost. At most REMEMBERED_BYTES_PER_CLASS per class."""
+    entity_type: Any = type(entity)
+    kept = _remembered_of(entity_type)
+    if id(entity) in kept.by_id:
+        return entity
+    out = bytearray()
+    writer_for(entity_type)(out, entity)
+    encoded = bytes(out)
+    with _remembering:
+        if id(entity) not in kept.by_id:
+            while kept.by_id and kept.size + len(encoded) > REMEMBERED_BYTES_PER_CLASS:
+                _oldest, oldest_bytes = kept.by_id.pop(next(iter(kept.by_id)))
+                kept.size -= len(oldest_bytes)
+            kept.by_id[id(entity)] = (entity, encoded)
+            kept.size += len(encoded)
+    return entity
+
+
+def forget_encoding(entity: Any) -> None:
+    """Encode `entity` again from now on, and let go of it (a remembered one that is no longer answered)."""
+    kept = _remembered.get(type(entity))
+    if kept is None:
+        return
+    with _remembering:
+        forgotten = kept.by_id.get(id(entity))
+        if forgotten is not None and forgotten[0] is entity:
+            del kept.by_id[id(entity)]
+            kept.size -= len(forgotten[1])
+
+
 @cache
 def writer_for(entity_type: Any) -> Writer:
     """The compiled writer of one kio entity class (not nullable: nullable fields are handled by their parent)."""
@@ -265,6 +321,12 @@ def writer_for(entity_type: Any) -> Writer:
     src = _Source()
     flexible = bool(entity_type.__flexible__)
     src.emit(0, "def write(out, entity):")
+    remembered = src.name(_remembered_of(entity_type).by_id, "remembered")
+    src.emit(1, f"if {remembered}:")
+    src.emit(2, f"_kept = {remembered}.get(id(entity))")
+    src.emit(2, "if _kept is not None and _kept[0] is entity:")
+    src.emit(3, "out += _kept[1]")
+    src.emit(3, "return")
     tagged: list[tuple[Any, Field[Any]]] = []
     for field in fields(entity_type):
         tag = get_field_tag(field)
@@ -292,8 +354,6 @@ def writer_for(entity_type: Any) -> Writer:
             src.emit(2, "_uvarint(out, _tag)")
             src.emit(2, "_uvarint(out, len(_t))")
             src.emit(2, "out += _t")
-    if len(src.lines) == 1:
-        src.emit(1, "pass")
     namespace = dict(src.names)
     exec(compile("\n".join(src.lines), f"<minikafka writer {entity_type.__module__}.{entity_type.__qualname__}>",
                  "exec"), namespace)

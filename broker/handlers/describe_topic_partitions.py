@@ -20,14 +20,14 @@ from typing import Any
 
 from minikafka.coordinator.internal_topics import INTERNAL_TOPICS
 from minikafka.protocol.api_keys import ApiKey, VersionRange
-from minikafka.protocol.build import ZERO_UUID, build
+from minikafka.protocol.build import ZERO_UUID, build, nested
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.manager import validate_topic_name
 
 from ..context import RequestContext
 from .authorization import TOPIC_OPERATIONS
 from .common import response_of
-from .metadata import partition_entries
+from .metadata import topic_entry
 
 API_KEY = ApiKey.DESCRIBE_TOPIC_PARTITIONS
 VERSIONS = VersionRange(0, 0)
@@ -61,7 +61,9 @@ def _unknown(name: str) -> dict[str, Any]:
 async def handle(ctx: RequestContext, request: Any) -> Any:
     all_topics = not request.topics
     remaining = min(MAX_PARTITIONS_PER_RESPONSE, request.response_partition_limit)
-    topics: list[dict[str, Any]] = []
+    response_cls = response_of(request)
+    topic_cls = nested(response_cls, "topics")
+    topics: list[Any] = []
     next_cursor = None
     for name in _requested_names(ctx, request):
         if remaining <= 0:
@@ -76,11 +78,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         first = request.cursor.partition_index if request.cursor is not None and request.cursor.topic_name == name \
             else 0
         upper = min(meta.partitions, first + remaining)
-        topics.append({"error_code": ErrorCode.none, "name": name, "topic_id": meta.topic_id,
-                       "is_internal": meta.internal, "partitions": partition_entries(ctx, meta, range(first, upper)),
-                       "topic_authorized_operations": TOPIC_OPERATIONS})
+        topics.append(topic_entry(ctx, meta, topic_cls, range(first, upper), TOPIC_OPERATIONS))
         if upper < meta.partitions:
             next_cursor = {"topic_name": name, "partition_index": upper}
             break
         remaining -= max(upper - first, 0)
-    return build(response_of(request), throttle_time=0, topics=topics, next_cursor=next_cursor)
+    return build(response_cls, throttle_time=0, topics=topics, next_cursor=next_cursor)

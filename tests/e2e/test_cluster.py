@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.produce.v10.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.static.primitive import Records, i32Timedelta
@@ -112,6 +112,47 @@ def test_a_partition_whose_replicas_are_all_down_has_no_leader(cluster: Broker) 
         topic, timeout=DEADLINE_S)
     assert metadata.topics[topic].partitions[0].leader == -1
     assert leader not in metadata.brokers
+
+
+def test_metadata_answers_follow_every_leadership_and_topic_change(cluster: Broker) -> None:
+    """The broker keeps each topic's Metadata entry while nothing about it changes: every change a client
+    can cause or watch (a leader move, a node stopping and starting, more partitions, the topic deleted and
+    created again) must show in the very next answer."""
+    topic = unique_topic("meta")
+    _create(cluster, topic)
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{cluster.node_port(1)}"})
+
+    def partitions() -> dict[int, Any]:
+        return admin.list_topics(topic, timeout=DEADLINE_S).topics[topic].partitions  # type: ignore[no-any-return]
+
+    def seen() -> dict[int, tuple[int, list[int]]]:
+        return {index: (p.leader, sorted(p.isrs)) for index, p in partitions().items()}
+
+    def expected() -> dict[int, tuple[int, list[int]]]:
+        return {p["partition"]: (p["leader"], sorted(p["isr"])) for p in cluster.cluster()["partitions"]
+                if p["topic"] == topic}
+
+    assert seen() == seen() == expected()
+    first = _leaders(cluster, topic)[0]
+    target = first % 3 + 1
+    cluster.move_leader(topic, 0, target)
+    assert seen()[0][0] == target and seen() == expected()
+    stopped = 3 if target != 3 else 2
+    cluster.stop_node(stopped)
+    after_stop = seen()
+    assert after_stop == expected() and all(stopped not in isr and leader != stopped
+                                            for leader, isr in after_stop.values())
+    cluster.start_node(stopped)
+    assert seen() == expected() and all(isr == [1, 2, 3] for _leader, isr in seen().values())
+    admin.create_partitions([NewPartitions(topic, 5)])[topic].result(DEADLINE_S)
+    assert sorted(partitions()) == [0, 1, 2, 3, 4] and seen() == expected()
+    admin.delete_topics([topic])[topic].result(DEADLINE_S)
+    deadline = time.monotonic() + DEADLINE_S
+    while topic in admin.list_topics(timeout=DEADLINE_S).topics and time.monotonic() < deadline:
+        time.sleep(0.05)
+    _create(cluster, topic, partitions=2, replication=1)
+    assert sorted(partitions()) == [0, 1] and seen() == expected()
+    assert all(len(p.replicas) == 1 for p in partitions().values())
 
 
 def _group_coordinator(broker: Broker, group: str) -> int:

@@ -401,3 +401,26 @@ def test_list_offsets_modes_and_unknown_partition(broker: BrokerProcess) -> None
     assert lookup(base + 11) == (0, 1, base + 30)  # first record at or after the target, in offset order
     assert lookup(base + 31) == (0, -1, -1)
     assert lookup(-1, partition=5)[0] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_metadata_asked_with_and_without_authorized_operations_answers_each_as_asked(broker: BrokerProcess) -> None:
+    """A topic's entry is kept between answers; asking for its authorized operations must still change it."""
+    topic = unique_topic("ops")
+    create_topic(broker.bootstrap, topic, 2)
+    wire = Wire(broker)
+
+    def operations(include: bool, correlation_id: int) -> list[int]:
+        request = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=topic),
+                                          MetadataRequestTopic(topic_id=None, name=unique_topic("absent"))),
+                                  allow_auto_topic_creation=False, include_topic_authorized_operations=include)
+        wire.send(encode_request(correlation_id, request))
+        _correlation_id, answer = decode_response(wire.receive(), 3, 12)
+        assert [len(t.partitions) for t in answer.topics] == [2, 0]
+        return [t.topic_authorized_operations for t in answer.topics]
+
+    not_asked = -(2**31)
+    for correlation_id, include in enumerate((False, True, False, True)):
+        found, absent = operations(include, correlation_id)
+        assert (found == not_asked) is (not include) and (absent == not_asked) is (not include)
+        assert found == absent
+    wire.close()

@@ -105,22 +105,21 @@ def test_mutated_valid_request_never_escapes(position: int, value: int) -> None:
         decode_request(bytes(frame), 3, 12)
 
 
-def test_encode_once_keeps_the_encoding_of_that_very_body_only() -> None:
+def test_a_remembered_body_is_answered_from_its_encoding_and_no_other() -> None:
     from kio.index import load_response_schema
     from minikafka.protocol import codec
     from minikafka.protocol.api_keys import ApiKey
     from minikafka.protocol.build import build
+    from minikafka.protocol.encoder import remember_encoding
 
     cls = load_response_schema(ApiKey.API_VERSIONS, 3)
-    kept = codec.encode_once(build(cls, api_keys=[{"api_key": 0, "min_version": 0, "max_version": 13}]))
+    kept = remember_encoding(build(cls, api_keys=[{"api_key": 0, "min_version": 0, "max_version": 13}]))
     other = build(cls, api_keys=[{"api_key": 1, "min_version": 4, "max_version": 17}])
     assert codec.encode_response(7, kept) == codec.encode_response(7, kept)
     assert codec.decode_response(codec.encode_response(7, kept)[4:], ApiKey.API_VERSIONS, 3)[1] == kept
     assert codec.decode_response(codec.encode_response(9, other)[4:], ApiKey.API_VERSIONS, 3) == (9, other)
-    for index in range(codec._ENCODED_ONCE_LIMIT + 10):
-        codec.encode_once(build(cls, api_keys=[{"api_key": index, "min_version": 0, "max_version": 1}]))
-    assert len(codec._encoded_once) == codec._ENCODED_ONCE_LIMIT
-    assert codec.decode_response(codec.encode_response(3, kept)[4:], ApiKey.API_VERSIONS, 3)[1] == kept
+    assert codec.encode_response(9, other) == codec.encode_response(9, build(
+        cls, api_keys=[{"api_key": 1, "min_version": 4, "max_version": 17}]))
 
 
 # --- response frames: big record sets are sent from where they are --------------------------------------
