@@ -41,7 +41,6 @@ from .common import response_of
 
 API_KEY = ApiKey.METADATA
 VERSIONS = VersionRange(0, 13)
-_TOPIC_ENTRY = "metadata topic entry"  # its keys among the cluster view's derived values
 # A topic's entry in the answer: a found topic's from the cluster view's derived values, else a dict to build.
 EntryOf = Callable[[TopicMeta], Any]
 
@@ -79,7 +78,8 @@ def topic_entry(ctx: RequestContext, meta: TopicMeta, topic_cls: type, indexes: 
             fields["topic_authorized_operations"] = operations
         return remember_encoding(build(topic_cls, **fields))
 
-    key = (_TOPIC_ENTRY, topic_cls, meta.name, meta.topic_id, meta.internal, meta.partitions, indexes, operations)
+    # The entity class (Metadata's or DescribeTopicPartitions' topic, by version) sets these keys apart.
+    key = (topic_cls, meta.name, meta.topic_id, meta.internal, meta.partitions, indexes, operations)
     return ctx.services.cluster.derived(key, entry, forget_encoding)
 
 

@@ -28,7 +28,7 @@ from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.records import Record, build_batch
 from minikafka.testing import Broker
 
-from tests.conftest import unique_topic
+from tests.conftest import poll_until, unique_topic
 
 DEADLINE_S = 30.0
 JS_DIR = Path(__file__).parent / "js"
@@ -147,9 +147,8 @@ def test_metadata_answers_follow_every_leadership_and_topic_change(cluster: Brok
     admin.create_partitions([NewPartitions(topic, 5)])[topic].result(DEADLINE_S)
     assert sorted(partitions()) == [0, 1, 2, 3, 4] and seen() == expected()
     admin.delete_topics([topic])[topic].result(DEADLINE_S)
-    deadline = time.monotonic() + DEADLINE_S
-    while topic in admin.list_topics(timeout=DEADLINE_S).topics and time.monotonic() < deadline:
-        time.sleep(0.05)
+    poll_until(lambda: topic not in admin.list_topics(timeout=DEADLINE_S).topics, timeout=DEADLINE_S,
+               message="the deleted topic to leave Metadata")
     _create(cluster, topic, partitions=2, replication=1)
     assert sorted(partitions()) == [0, 1] and seen() == expected()
     assert all(len(p.replicas) == 1 for p in partitions().values())
