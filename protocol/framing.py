@@ -121,7 +121,7 @@ class FrameReceiver(asyncio.BufferedProtocol):
                 grown[:self._body_filled] = body
                 self._body = body = grown
             return memoryview(body)[self._body_filled:]
-        if len(self._buffer) - self._end < _SMALL_FRAME + 4:
+        if self._start and len(self._buffer) - self._end < _SMALL_FRAME + 4:
             self._compact()  # what is unread is less than a small frame and its size: room for one
         return memoryview(self._buffer)[self._end:]
 

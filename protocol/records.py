@@ -249,6 +249,9 @@ def _restamp_crc(buf: bytearray | memoryview, pos: int, header: BatchHeader) -> 
 
 def _write_varint(out: bytearray, value: int) -> None:
     value = (value << 1) ^ (value >> 63)  # zigzag over 64 bits covers both varint and varlong
+    if 0 <= value < 0x80:  # -64..63: lengths, deltas and the -1 of a null, nearly every call
+        out.append(value)
+        return
     value &= 0xFFFFFFFFFFFFFFFF
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)

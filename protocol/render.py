@@ -98,10 +98,11 @@ _ENTITIES, _PLAINS, _TOPICS, _UUIDS = range(9, 13)
 
 
 class Plan:
-    __slots__ = ("fields", "getter", "record_fields", "record_specs")
+    __slots__ = ("fields", "getter", "record_fields", "record_specs", "snapshotter")
 
     def __init__(self, fields: tuple[tuple[str, str, int, Plan | None], ...]) -> None:
         self.fields = fields
+        self.snapshotter: Callable[[Any, Walk], Any] | None = None  # compiled on first use (snapshot, below)
         attributes = [attr for attr, _shown, _kind, _nested in fields]
         self.getter: Callable[[Any], tuple[Any, ...]]
         if not attributes:
@@ -216,11 +217,19 @@ class Batches:
 
     def __init__(self, records: bytes | bytearray | memoryview | FileRegion, walk: Walk) -> None:
         self.size = size = len(records)
+        budget = walk.batch_budget
+        if (type(records) is bytes and size >= HEADER_SIZE and budget > 0
+                and LOG_OVERHEAD + _BATCH_LENGTH.unpack_from(records, 8)[0] == size):
+            # One whole batch: a producer's records for one partition nearly always are.
+            self.headers = [(0, records[:HEADER_SIZE])]
+            self.not_shown = self.partial = 0
+            walk.batch_budget = budget - 1
+            walk.records_bytes += size
+            return
         locate = _region_locator(records) if isinstance(records, FileRegion) else _buffer_locator(records)
         headers: list[tuple[int, bytes]] = []
         self.headers = headers
         self.not_shown = 0
-        budget = walk.batch_budget
         unpack_length = _BATCH_LENGTH.unpack_from
         position = 0
         while size - position >= HEADER_SIZE:
@@ -270,32 +279,50 @@ def _region_locator(region: FileRegion) -> _Locator:
 
 def snapshot(obj: Any, plan: Plan, walk: Walk) -> Any:
     """`obj` itself when it holds no record bytes (nothing big stays referenced), else a Snapshot."""
-    values: list[Any] | None = None
+    snapshotter = plan.snapshotter
+    if snapshotter is None:
+        snapshotter = _compile_snapshotter(plan)
+    return snapshotter(obj, walk)
+
+
+def _compile_snapshotter(plan: Plan) -> Callable[[Any, Walk], Any]:
+    """`snapshot` for one plan, generated as straight-line code over the fields that lead to record batches:
+    the flight recorder reduces every Produce request it keeps, and a loop over the plan's fields, with
+    a test of each field's kind, cost about as much again as the reduction itself."""
+    names: dict[str, Any] = {"_plan": plan, "_getter": plan.getter, "_Batches": Batches, "_Snapshot": Snapshot}
+    lines = ["def snapshot(obj, walk):", "    values = None"]
+    take_values = ["if values is None:", "    values = list(_getter(obj))"]
     for index, attr, kind, nested in plan.record_specs:
-        value = getattr(obj, attr)
-        if not value:
-            continue  # None, an empty batch set or an empty array: nothing to let go of
+        body: list[str]
         if kind == _RECORDS:
-            replaced: Any = Batches(value, walk)
-        elif kind == _ENTITY:
-            replaced = snapshot(value, nested, walk)  # type: ignore[arg-type]
-            if replaced is value:
-                continue
+            body = [*take_values, f"values[{index}] = _Batches(value, walk)"]
         else:
-            items: list[Any] | None = None
-            for position, item in enumerate(value):
-                new = snapshot(item, nested, walk)  # type: ignore[arg-type]
-                if new is not item:
-                    if items is None:
-                        items = list(value)
-                    items[position] = new
-            if items is None:
-                continue
-            replaced = items
-        if values is None:
-            values = list(plan.getter(obj))
-        values[index] = replaced
-    return obj if values is None else Snapshot(plan, values)
+            assert nested is not None
+            inner = f"_nested{index}"
+            names[inner] = nested.snapshotter or _compile_snapshotter(nested)
+            if kind == _ENTITY:
+                body = [f"new = {inner}(value, walk)",
+                        "if new is not value:",
+                        *(f"    {line}" for line in take_values),
+                        f"    values[{index}] = new"]
+            else:  # an array of entities
+                body = ["items = None",
+                        "for position, item in enumerate(value):",
+                        f"    new = {inner}(item, walk)",
+                        "    if new is not item:",
+                        "        if items is None:",
+                        "            items = list(value)",
+                        "        items[position] = new",
+                        "if items is not None:",
+                        *(f"    {line}" for line in take_values),
+                        f"    values[{index}] = items"]
+        # None, an empty batch set or an empty array: nothing to let go of
+        lines += [f"    value = obj.{attr}", "    if value:", *(f"        {line}" for line in body)]
+    lines.append("    return obj if values is None else _Snapshot(_plan, values)")
+    exec(compile("\n".join(lines), "<minikafka snapshot>", "exec"), names)  # our own source, from the plan
+    snapshotter: Callable[[Any, Walk], Any] = names["snapshot"]
+    plan.snapshotter = snapshotter
+    return snapshotter
 
 
 def regions_of(obj: Any, plan: Plan) -> list[FileRegion]:

@@ -168,5 +168,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if failed:
             raise CloseConnection("acks=0 produce failed", bad_input=False)
         return None
-    endpoints = leader_endpoints(ctx, [result for entries in answered for result in entries])
+    # Only a refused partition names a leader (KIP-951's current_leader, set with its error).
+    endpoints = leader_endpoints(ctx, [result for entries in answered for result in entries]) if failed else []
     return build(response_of(request), responses=topics, throttle_time=0, node_endpoints=endpoints)

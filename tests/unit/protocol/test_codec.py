@@ -220,6 +220,23 @@ def _batches(sizes: list[int]) -> bytes:
                     for index, size in enumerate(sizes))
 
 
+@pytest.mark.parametrize("budget", [0, 1, MAX_BATCHES_SUMMARISED])
+@pytest.mark.parametrize("sizes", [[10], [8_000], [10, 20]])
+@pytest.mark.parametrize("cut", [0, 1])
+def test_a_batch_set_of_one_batch_is_summarised_as_any_other(sizes: list[int], budget: int, cut: int) -> None:
+    """Batches takes one whole batch in `bytes` (a producer's records for a partition) without its scan: the
+    same summary, budget and counts as the scan of the same bytes in a bytearray."""
+    records = _batches(sizes)
+    records = records[:len(records) - cut]
+    shortcut, scanned = Walk(), Walk()
+    shortcut.batch_budget = scanned.batch_budget = budget
+    short, scan = Batches(records, shortcut), Batches(bytearray(records), scanned)
+    assert (short.headers, short.not_shown, short.partial, short.size) == (
+        scan.headers, scan.not_shown, scan.partial, scan.size)
+    assert all(type(header) is bytes for _position, header in short.headers)
+    assert (shortcut.batch_budget, shortcut.records_bytes) == (scanned.batch_budget, scanned.records_bytes)
+
+
 @pytest.mark.parametrize("sizes", [
     [10, 70_000, 5, 200_000],  # headers in one window and far apart
     [30] * (MAX_BATCHES_SUMMARISED + 40),  # more than are summarised: the rest counted
