@@ -67,6 +67,8 @@ class FrameBuffer(bytearray):
     @property
     def frame_size(self) -> int:
         """Bytes of the whole frame: this buffer's and those kept aside."""
+        if not self.spilled:
+            return len(self)  # every answer but a big Fetch's: no generator to set up
         return len(self) + sum(len(data) for _position, data in self.spilled)
 
     def parts(self) -> list[bytes | memoryview | FileRegion]:

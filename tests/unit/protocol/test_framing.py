@@ -80,6 +80,23 @@ async def test_frames_before_a_bad_size_are_read_then_it_raises() -> None:
     assert transport.paused  # nothing more is read from a connection about to be closed
 
 
+async def test_what_arrives_after_a_bad_size_is_let_go_by_every_receiver() -> None:
+    """Bytes already on their way when reading paused are read into a buffer all receivers share (never
+    read back), not kept: each stopped receiver still raises, with nothing queued after its bad size."""
+    stopped = [_receiver(max_bytes=100)[0] for _ in range(2)]
+    for receiver in stopped:
+        _feed(receiver, encode_frame(b"one") + struct.pack(">i", 101), 4096)
+    first, second = (receiver.get_buffer(-1) for receiver in stopped)
+    assert first.obj is second.obj  # one buffer for all: an idle connection does not carry its own
+    for number, receiver in enumerate(stopped):
+        _feed(receiver, bytes([number]) * 10_000 + encode_frame(b"two"), 1000)
+        assert receiver.queued_bytes == 3  # "one" alone: nothing after the bad size was kept
+    for receiver in stopped:
+        assert await receiver.read_frame() == b"one"
+        with pytest.raises(BadFrameSize):
+            await receiver.read_frame()
+
+
 @pytest.mark.parametrize("size", [0, -1, 101, 2**31 - 1])
 async def test_bad_sizes_are_refused(size: int) -> None:
     receiver, _ = _receiver(max_bytes=100)
