@@ -116,10 +116,8 @@ def _legacy_length32(length: int, what: str) -> int:
     return length
 
 
-def _not_none(value: Any) -> Any:
-    if value is None:
-        raise TypeError("Unexpectedly received None value")
-    return value
+def _refuse_none() -> None:
+    raise TypeError("Unexpectedly received None value")  # kio's message for a null where none is allowed
 
 
 class _Source:
@@ -129,7 +127,7 @@ class _Source:
         self.lines: list[str] = []
         self.names: dict[str, Any] = {
             "_uvarint": _uvarint, "_legacy_length16": _legacy_length16, "_legacy_length32": _legacy_length32,
-            "_not_none": _not_none, "_ZERO_UUID": _ZERO_UUID, "_MISSING": MISSING,
+            "_refuse_none": _refuse_none, "_ZERO_UUID": _ZERO_UUID, "_MISSING": MISSING,
             "_FrameBuffer": FrameBuffer, "_SPILL_MIN": SPILL_MIN_BYTES, "_FileRegion": FileRegion,
         }
         self._counter = 0
@@ -186,31 +184,29 @@ def _emit_primitive(src: _Source, indent: int, out: str, value: str, kafka_type:
 def _emit_string(src: _Source, indent: int, out: str, value: str, kafka_type: str, flexible: bool,
                  optional: bool) -> None:
     data = f"_d{indent}"
-    if not optional:
-        src.emit(indent, f"if {value} is None: _not_none({value})")
     if flexible:
+        null = f"{out}.append(0)"
+    else:
+        pack = src.name(struct.Struct(">h" if kafka_type == "string" else ">i").pack, "pack")
+        null = f"{out} += {pack}(-1)"
+    if optional:
         src.emit(indent, f"if {value} is None:")
-        src.emit(indent + 1, f"{out}.append(0)")
+        src.emit(indent + 1, null)
         src.emit(indent, "else:")
-        src.emit(indent + 1, f"{data} = {value}.encode() if isinstance({value}, str) else {value}")
-        _emit_uvarint(src, indent + 1, out, f"len({data}) + 1")
-        _emit_blob(src, indent + 1, out, data, kafka_type)
-        return
-    if kafka_type == "string":
-        pack_h = src.name(struct.Struct(">h").pack, "pack")
-        src.emit(indent, f"if {value} is None:")
-        src.emit(indent + 1, f"{out} += {pack_h}(-1)")
-        src.emit(indent, "else:")
-        src.emit(indent + 1, f"{data} = {value}.encode()")
-        src.emit(indent + 1, f"{out} += {pack_h}(_legacy_length16(len({data})))")
-        src.emit(indent + 1, f"{out} += {data}")
-        return
-    pack_i = src.name(struct.Struct(">i").pack, "pack")
-    src.emit(indent, f"if {value} is None:")
-    src.emit(indent + 1, f"{out} += {pack_i}(-1)")
-    src.emit(indent, "else:")
-    src.emit(indent + 1, f"{out} += {pack_i}(_legacy_length32(len({value}), 'Bytes'))")
-    _emit_blob(src, indent + 1, out, value, kafka_type)
+        indent += 1
+    else:
+        src.emit(indent, f"if {value} is None: _refuse_none()")
+    if flexible:
+        src.emit(indent, f"{data} = {value}.encode() if isinstance({value}, str) else {value}")
+        _emit_uvarint(src, indent, out, f"len({data}) + 1")
+        _emit_blob(src, indent, out, data, kafka_type)
+    elif kafka_type == "string":
+        src.emit(indent, f"{data} = {value}.encode()")
+        src.emit(indent, f"{out} += {pack}(_legacy_length16(len({data})))")
+        src.emit(indent, f"{out} += {data}")
+    else:
+        src.emit(indent, f"{out} += {pack}(_legacy_length32(len({value}), 'Bytes'))")
+        _emit_blob(src, indent, out, value, kafka_type)
 
 
 def _emit_blob(src: _Source, indent: int, out: str, data: str, kafka_type: str) -> None:
