@@ -469,6 +469,33 @@ def build_batch(
     return struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, MAGIC_V2, crc) + tail
 
 
+_ONE_RECORD_TAIL = struct.Struct(">hiqqqhii")
+_ONE_RECORD_HEAD = struct.Struct(">qiibI")
+
+
+def build_one_record_batch(key: bytes | None, value: bytes | None, timestamp: int) -> tuple[bytes, BatchHeader]:
+    """`build_batch([Record(key, value, (), timestamp)])`, the same bytes, and their header: a transaction
+    coordinator writes three such batches a transaction, so the generic loop and the append's parse of the
+    header it was just given are skipped."""
+    record = bytearray(b"\x00\x00\x00")  # attributes, timestamp delta 0, offset delta 0
+    for blob in (key, value):
+        if blob is None:
+            record.append(1)  # zigzag -1: null
+        else:
+            _write_varint(record, len(blob))
+            record += blob
+    record.append(0)  # no headers
+    body = bytearray()
+    _write_varint(body, len(record))
+    body += record
+    tail = _ONE_RECORD_TAIL.pack(0, 0, timestamp, timestamp, NO_PRODUCER_ID, -1, NO_SEQUENCE, 1) + body
+    crc = crc32c(tail)
+    batch_length = 9 + len(tail)  # leader epoch, magic, CRC, then the tail
+    header = BatchHeader(0, batch_length, -1, MAGIC_V2, crc, 0, 0, timestamp, timestamp, NO_PRODUCER_ID, -1,
+                         NO_SEQUENCE, 1)
+    return _ONE_RECORD_HEAD.pack(0, batch_length, -1, MAGIC_V2, crc) + tail, header
+
+
 def rebuild_batch(original: BatchHeader, records: Sequence[Record], delete_horizon_ms: int | None) -> bytes:
     """The batch `original` holding only `records` (decoded from it), as Kafka's log cleaner rewrites one
     (MemoryRecords.buildRetainedRecordsInto): same base offset, last offset delta, producer fields, flags,

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from minikafka.protocol.errors import ErrorCode, KafkaError
-from minikafka.protocol.records import Record, build_batch, decode_batch, iter_whole_batches
+from minikafka.protocol.records import Record, build_one_record_batch, decode_batch, iter_whole_batches
 from minikafka.storage.errors import UnknownTopicOrPartition
 from minikafka.storage.origin import AppendOrigin
 
@@ -166,9 +166,9 @@ class TransactionCoordinator:
         if current is not None and meta is not None:
             self.txns[transactional_id] = current.with_pending(meta)
         now = self._clock.now_ms()
-        batch = build_batch([Record(key, value, (), now)])
+        batch, header = build_one_record_batch(key, value, now)
         try:
-            self._logs.partition(TRANSACTION_STATE_TOPIC, partition).append(batch, now,
+            self._logs.partition(TRANSACTION_STATE_TOPIC, partition).append(batch, now, [(0, header)],
                                                                              origin=AppendOrigin.COORDINATOR)
         except BaseException:
             if current is not None:

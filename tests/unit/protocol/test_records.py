@@ -19,6 +19,7 @@ from minikafka.protocol.records import (
     Record,
     build_batch,
     build_control_batch,
+    build_one_record_batch,
     compress,
     decode_all,
     decode_batch,
@@ -55,6 +56,19 @@ def test_build_decode_round_trip(records: list[Record], codec: Compression, base
         assert (got.key, got.value, tuple(got.headers), got.timestamp) == (
             want.key, want.value, tuple(want.headers), want.timestamp)
         assert got.offset == base + index
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.one_of(st.none(), st.binary(max_size=300)), value=st.one_of(st.none(), st.binary(max_size=300)),
+       timestamp=st.integers(min_value=-(2**63), max_value=2**63 - 1))
+def test_one_record_batch_is_build_batch_of_that_record(key: bytes | None, value: bytes | None,
+                                                        timestamp: int) -> None:
+    """The coordinators' one-record shortcut: the same bytes as the generic builder, and the header
+    the append would otherwise parse back from them."""
+    batch, header = build_one_record_batch(key, value, timestamp)
+    assert batch == build_batch([Record(key, value, (), timestamp)])
+    assert header == BatchHeader.parse(batch, 0)
+    assert is_crc_valid(batch, 0, header)
 
 
 def test_header_fields_match_kafka_layout() -> None:
