@@ -19,13 +19,13 @@ from typing import Protocol
 
 
 class FileWriter(Protocol):
-    def write(self, fd: int, data: memoryview) -> int:
+    def write(self, fd: int, data: bytes | bytearray | memoryview) -> int:
         """Write some prefix of `data` to `fd`; return how many bytes, or raise OSError."""
         ...
 
 
 class OsWriter:
-    def write(self, fd: int, data: memoryview) -> int:
+    def write(self, fd: int, data: bytes | bytearray | memoryview) -> int:
         return os.write(fd, data)
 
     def writev(self, fd: int, buffers: list[memoryview]) -> int:
@@ -36,13 +36,18 @@ OS_WRITER: FileWriter = OsWriter()
 
 
 def write_fully(writer: FileWriter, fd: int, data: bytes | bytearray | memoryview) -> None:
+    count = writer.write(fd, data)
+    if count == len(data):
+        return  # nearly always: a regular file takes the whole buffer at once
     view = memoryview(data)
     written = 0
-    while written < len(view):
-        count = writer.write(fd, view[written:])
+    while True:
         if count <= 0:
             raise OSError(errno.EIO, "write made no progress")
         written += count
+        if written >= len(view):
+            return
+        count = writer.write(fd, view[written:])
 
 
 def write_parts_fully(writer: FileWriter, fd: int, parts: Sequence[bytes | bytearray | memoryview]) -> None:

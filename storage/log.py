@@ -435,36 +435,42 @@ class PartitionLog:
     def _write_marked(self, records: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int,
                       updates: dict[int, ProducerAppendInfo]) -> tuple[AppendResult, LogSegment, SegmentMark]:
         """Write; also return the segment written to and its mark before the write, to undo it."""
-        base = self.log_end_offset
-        offset = base
+        base = offset = self.log_end_offset
+        epoch = self.leader_epoch
         append_time = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
         assigned: list[tuple[int, BatchHeader]] = []
-        # From 16 KiB (and outside LogAppendTime, which changes the CRC) the fields assigned here, base offset
-        # and leader epoch, are patched in a copy of each batch's header and the rest is written from the
-        # caller's bytes with one writev; smaller appends are copied whole and patched in place.
-        from_caller = append_time < 0 and len(records) >= _WRITTEN_IN_PLACE_BYTES
-        data: bytearray | list[bytes | bytearray | memoryview] = [] if from_caller else bytearray(records)
-        view = memoryview(records)
-        written_to = 0
-        for pos, header in batches:
-            if isinstance(data, list):
+        data: bytearray | list[bytes | bytearray | memoryview]
+        if append_time < 0 and len(records) >= _WRITTEN_IN_PLACE_BYTES:
+            # From 16 KiB (and outside LogAppendTime, which changes the CRC) the fields assigned here, base
+            # offset and leader epoch, are patched in a copy of each batch's header and the rest is written
+            # from the caller's bytes with one writev.
+            view = memoryview(records)
+            data = []
+            written_to = 0
+            for pos, header in batches:
                 if pos > written_to:
                     data.append(view[written_to:pos])
-                target, at = bytearray(view[pos:pos + HEADER_SIZE]), 0
-                data += (target, view[pos + HEADER_SIZE:pos + header.size])
+                patched = bytearray(view[pos:pos + HEADER_SIZE])
+                set_base_offset(patched, 0, offset)
+                set_partition_leader_epoch(patched, 0, epoch)
+                data += (patched, view[pos + HEADER_SIZE:pos + header.size])
                 written_to = pos + header.size
-            else:
-                target, at = data, pos
-            set_base_offset(target, at, offset)
-            set_partition_leader_epoch(target, at, self.leader_epoch)
-            if append_time >= 0:
-                set_log_append_time(target, at, header, append_time)
-                assigned.append((pos, BatchHeader.parse_header_only(target, at)))
-            else:
-                assigned.append((pos, header.placed(offset, self.leader_epoch)))
-            offset += header.last_offset_delta + 1
-        if isinstance(data, list) and written_to < len(records):
-            data.append(view[written_to:])
+                assigned.append((pos, header.placed(offset, epoch)))
+                offset += header.last_offset_delta + 1
+            if written_to < len(records):
+                data.append(view[written_to:])
+        else:
+            # Smaller appends are copied whole and patched in place.
+            data = bytearray(records)
+            for pos, header in batches:
+                set_base_offset(data, pos, offset)
+                set_partition_leader_epoch(data, pos, epoch)
+                if append_time >= 0:
+                    set_log_append_time(data, pos, header, append_time)
+                    assigned.append((pos, BatchHeader.parse_header_only(data, pos)))
+                else:
+                    assigned.append((pos, header.placed(offset, epoch)))
+                offset += header.last_offset_delta + 1
         try:
             self._maybe_roll(len(records), assigned[0][1] if assigned else None, now_ms)
             segment = self.active

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
 import struct
@@ -23,7 +24,7 @@ from minikafka.storage.errors import (
     RecordTooLarge,
     TopicAlreadyExists,
 )
-from minikafka.storage.files import write_parts_fully
+from minikafka.storage.files import write_fully, write_parts_fully
 from minikafka.storage.log import REGION_MIN_BYTES, PartitionLog
 from minikafka.storage.manager import CLEAN_SHUTDOWN_FILE, LogManager
 
@@ -593,6 +594,38 @@ def test_parts_written_across_short_writev_calls_arrive_whole_and_in_order(tmp_p
         os.close(fd)
     assert (tmp_path / "f").read_bytes() == b"abcdefghij23456789abz"
     assert writer.calls >= 3
+
+
+@pytest.mark.parametrize("data", [b"abcdefghijklmnopqrstu", bytearray(b"abcdefghijklmnopqrstu"),
+                                  memoryview(b"__abcdefghijklmnopqrstu")[2:]])
+def test_one_buffer_written_across_short_writes_arrives_whole(tmp_path: Path,
+                                                              data: bytes | bytearray | memoryview) -> None:
+    writer = _ShortWritev(most=7)
+    fd = os.open(tmp_path / "f", os.O_CREAT | os.O_WRONLY)
+    try:
+        write_fully(writer, fd, data)
+    finally:
+        os.close(fd)
+    assert (tmp_path / "f").read_bytes() == b"abcdefghijklmnopqrstu"
+
+
+def test_a_write_that_stops_making_progress_is_an_io_error(tmp_path: Path) -> None:
+    class _Stalls:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def write(self, fd: int, data: bytes | bytearray | memoryview) -> int:
+            self.calls += 1
+            return os.write(fd, data[:5]) if self.calls == 1 else 0
+
+    fd = os.open(tmp_path / "f", os.O_CREAT | os.O_WRONLY)
+    try:
+        with pytest.raises(OSError) as raised:
+            write_fully(_Stalls(), fd, b"0123456789")
+    finally:
+        os.close(fd)
+    assert raised.value.errno == errno.EIO
+    assert (tmp_path / "f").read_bytes() == b"01234"
 
 
 def test_big_appends_written_from_the_callers_bytes_roll_by_their_byte_size(tmp_path: Path) -> None:
