@@ -22,7 +22,7 @@ from minikafka.broker.handlers import all_handler_modules
 from minikafka.broker.registry import Registry
 from minikafka.protocol.codec import decode_request, encode_request
 from minikafka.protocol.errors import InvalidRequest
-from minikafka.protocol.guard import MAX_ARRAY_ELEMENTS_PER_REQUEST, check_request
+from minikafka.protocol.guard import MAX_ARRAY_ELEMENTS_PER_REQUEST, _read_uvarint, check_request
 
 st.register_type_strategy(Records, st.binary(max_size=64).map(Records))
 
@@ -135,6 +135,34 @@ def test_an_array_longer_than_the_frame_is_rejected_before_kio_reserves_it(count
 def test_a_varint_longer_than_five_bytes_is_rejected() -> None:
     with pytest.raises(InvalidRequest, match="varint"):
         decode_request(_metadata_v12_prefix() + b"\x80" * 6 + b"\x01", 3, 12)
+
+
+def _uvarint_reference(frame: bytes, position: int, end: int) -> tuple[int, int] | None:
+    """Kafka's ByteUtils.readUnsignedVarint within [position, end); None where it fails."""
+    value = 0
+    for index in range(5):
+        if position + index >= end:
+            return None
+        value |= (frame[position + index] & 0x7F) << (7 * index)
+        if frame[position + index] < 0x80:
+            return value, position + index + 1
+    return None
+
+
+@settings(max_examples=2000, deadline=None)
+@given(data=st.data())
+def test_unsigned_varints_read_as_kafka_reads_them(data: st.DataObject) -> None:
+    """Lengths of two and three bytes take a shortcut; it must read what the loop reads, and never a
+    byte at or past `end`."""
+    frame = data.draw(st.lists(st.one_of(st.integers(0, 0x7F), st.integers(0x80, 0xFF)), max_size=8).map(bytes))
+    position = data.draw(st.integers(0, len(frame)))
+    end = data.draw(st.integers(position, len(frame)))
+    expected = _uvarint_reference(frame, position, end)
+    if expected is None:
+        with pytest.raises(InvalidRequest, match="varint"):
+            _read_uvarint(frame, position, end)
+    else:
+        assert _read_uvarint(frame, position, end) == expected
 
 
 def test_null_where_the_schema_forbids_it_is_an_invalid_request() -> None:
