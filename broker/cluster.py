@@ -89,6 +89,14 @@ class ClusterView:
     def endpoint(self, listener_name: str, node_id: int) -> Node:
         return self._endpoints.get(listener_name, self._nodes)[node_id]
 
+    @property
+    def sole_node_id(self) -> int | None:
+        """The node id when the cluster is one node and it is online (it then leads every partition);
+        None otherwise."""
+        if len(self._nodes) == 1 and not self._offline:
+            return next(iter(self._nodes))
+        return None
+
     def is_online(self, node_id: int) -> bool:
         return node_id in self._nodes and node_id not in self._offline
 
@@ -187,8 +195,9 @@ class ClusterView:
         """Leader node of a partition; NO_LEADER while all its replicas are down."""
         state = self._partitions.get((topic, partition))
         if state is None:
-            if len(self._nodes) == 1 and not self._offline:
-                return next(iter(self._nodes))  # one node leads everything: no state to keep
+            sole = self.sole_node_id
+            if sole is not None:
+                return sole  # one node leads everything: no state to keep
             state = self.partition(topic, partition)
         return state.leader
 

@@ -61,6 +61,8 @@ def _coordinated_elsewhere(api_key: int, ctx: Any, request: Any) -> bool:
     """With several nodes: this node does not lead the coordinator partition the request's transactional id
     (or TxnOffsetCommit's group) maps to. The group APIs check their group in their handlers."""
     services = ctx.services
+    if services.cluster.sole_node_id == ctx.node.node_id:
+        return False  # this node is the whole cluster and leads every partition: none to work out
     if api_key == ApiKey.TXN_OFFSET_COMMIT:
         topic, partition = OFFSETS_TOPIC, services.groups.partition_for(request.group_id)
     elif api_key in TRANSACTION_COORDINATOR_APIS and api_key != ApiKey.DESCRIBE_TRANSACTIONS:

@@ -69,7 +69,7 @@ def _services(groups_loaded: bool, transactions_loaded: bool) -> SimpleNamespace
     return SimpleNamespace(groups=SimpleNamespace(loaded=groups_loaded, partition_for=lambda _group: 0),
                            transactions=SimpleNamespace(loaded=transactions_loaded),
                            config=SimpleNamespace(transaction_state_log_num_partitions=50),
-                           cluster=SimpleNamespace(leader_of=lambda _topic, _partition: 1))
+                           cluster=SimpleNamespace(sole_node_id=None, leader_of=lambda _topic, _partition: 1))
 
 
 def _answer(api_key: int, services: SimpleNamespace, request: object) -> object:
