@@ -6,6 +6,7 @@ import errno
 import gc
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -584,15 +585,20 @@ class _ShortWritev:
         return os.writev(fd, kept)
 
 
+def _written_to_a_file(tmp_path: Path, write: Callable[[int], object]) -> bytes:
+    """What `write(fd)` leaves in a new file, even if it raises."""
+    fd = os.open(tmp_path / "f", os.O_CREAT | os.O_WRONLY)
+    try:
+        write(fd)
+    finally:
+        os.close(fd)
+    return (tmp_path / "f").read_bytes()
+
+
 def test_parts_written_across_short_writev_calls_arrive_whole_and_in_order(tmp_path: Path) -> None:
     writer = _ShortWritev(most=7)
     parts = [b"abc", b"", bytearray(b"defghij"), memoryview(b"0123456789abcdef")[2:12], b"z"]
-    fd = os.open(tmp_path / "f", os.O_CREAT | os.O_WRONLY)
-    try:
-        write_parts_fully(writer, fd, parts)
-    finally:
-        os.close(fd)
-    assert (tmp_path / "f").read_bytes() == b"abcdefghij23456789abz"
+    assert _written_to_a_file(tmp_path, lambda fd: write_parts_fully(writer, fd, parts)) == b"abcdefghij23456789abz"
     assert writer.calls >= 3
 
 
@@ -601,12 +607,7 @@ def test_parts_written_across_short_writev_calls_arrive_whole_and_in_order(tmp_p
 def test_one_buffer_written_across_short_writes_arrives_whole(tmp_path: Path,
                                                               data: bytes | bytearray | memoryview) -> None:
     writer = _ShortWritev(most=7)
-    fd = os.open(tmp_path / "f", os.O_CREAT | os.O_WRONLY)
-    try:
-        write_fully(writer, fd, data)
-    finally:
-        os.close(fd)
-    assert (tmp_path / "f").read_bytes() == b"abcdefghijklmnopqrstu"
+    assert _written_to_a_file(tmp_path, lambda fd: write_fully(writer, fd, data)) == b"abcdefghijklmnopqrstu"
 
 
 def test_a_write_that_stops_making_progress_is_an_io_error(tmp_path: Path) -> None:
@@ -618,12 +619,8 @@ def test_a_write_that_stops_making_progress_is_an_io_error(tmp_path: Path) -> No
             self.calls += 1
             return os.write(fd, data[:5]) if self.calls == 1 else 0
 
-    fd = os.open(tmp_path / "f", os.O_CREAT | os.O_WRONLY)
-    try:
-        with pytest.raises(OSError) as raised:
-            write_fully(_Stalls(), fd, b"0123456789")
-    finally:
-        os.close(fd)
+    with pytest.raises(OSError) as raised:
+        _written_to_a_file(tmp_path, lambda fd: write_fully(_Stalls(), fd, b"0123456789"))
     assert raised.value.errno == errno.EIO
     assert (tmp_path / "f").read_bytes() == b"01234"
 
