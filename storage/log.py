@@ -460,7 +460,8 @@ class PartitionLog:
             if written_to < len(records):
                 data.append(view[written_to:])
         else:
-            # Smaller appends are copied whole and patched in place.
+            # Smaller appends, and LogAppendTime ones of any size (their CRC changes), are copied whole and
+            # patched in place.
             data = bytearray(records)
             for pos, header in batches:
                 set_base_offset(data, pos, offset)

@@ -63,7 +63,7 @@ def test_build_decode_round_trip(records: list[Record], codec: Compression, base
        timestamp=st.integers(min_value=-(2**63), max_value=2**63 - 1))
 def test_one_record_batch_is_build_batch_of_that_record(key: bytes | None, value: bytes | None,
                                                         timestamp: int) -> None:
-    """The coordinators' one-record shortcut: the same bytes as the generic builder, and the header
+    """The transaction coordinator's one-record shortcut: the same bytes as the generic builder, and the header
     the append would otherwise parse back from them."""
     batch, header = build_one_record_batch(key, value, timestamp)
     assert batch == build_batch([Record(key, value, (), timestamp)])
