@@ -31,6 +31,10 @@ NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+# The header in two parts: up to the CRC, and from the attributes on (what the CRC covers, records follow).
+_HEADER_LEAD = struct.Struct(">qiibI")
+_HEADER_TAIL = struct.Struct(">hiqqqhii")
+_LEAD_COUNTED = 4 + 1 + 4  # leader epoch, magic and CRC: the lead's part of batchLength
 _OFFSET = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
@@ -461,16 +465,15 @@ def build_batch(
         attributes |= TRANSACTIONAL_FLAG
     if control:
         attributes |= CONTROL_FLAG
-    tail = struct.pack(
-        ">hiqqqhii", attributes, last_delta, first_ts, max_ts, producer_id, producer_epoch, base_sequence, len(records)
-    ) + payload
-    crc = crc32c(tail)
-    batch_length = 4 + 1 + 4 + len(tail)
-    return struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, MAGIC_V2, crc) + tail
+    tail = _HEADER_TAIL.pack(attributes, last_delta, first_ts, max_ts, producer_id, producer_epoch, base_sequence,
+                             len(records)) + payload
+    return _batch(base_offset, partition_leader_epoch, tail)
 
 
-_ONE_RECORD_TAIL = struct.Struct(">hiqqqhii")
-_ONE_RECORD_HEAD = struct.Struct(">qiibI")
+def _batch(base_offset: int, partition_leader_epoch: int, tail: bytes) -> bytes:
+    """A v2 batch from the header fields the CRC covers and the records after them (`tail`)."""
+    return _HEADER_LEAD.pack(base_offset, _LEAD_COUNTED + len(tail), partition_leader_epoch, MAGIC_V2,
+                             crc32c(tail)) + tail
 
 
 def build_one_record_batch(key: bytes | None, value: bytes | None, timestamp: int) -> tuple[bytes, BatchHeader]:
@@ -488,12 +491,12 @@ def build_one_record_batch(key: bytes | None, value: bytes | None, timestamp: in
     body = bytearray()
     _write_varint(body, len(record))
     body += record
-    tail = _ONE_RECORD_TAIL.pack(0, 0, timestamp, timestamp, NO_PRODUCER_ID, -1, NO_SEQUENCE, 1) + body
+    tail = _HEADER_TAIL.pack(0, 0, timestamp, timestamp, NO_PRODUCER_ID, -1, NO_SEQUENCE, 1) + body
     crc = crc32c(tail)
-    batch_length = 9 + len(tail)  # leader epoch, magic, CRC, then the tail
+    batch_length = _LEAD_COUNTED + len(tail)
     header = BatchHeader(0, batch_length, -1, MAGIC_V2, crc, 0, 0, timestamp, timestamp, NO_PRODUCER_ID, -1,
                          NO_SEQUENCE, 1)
-    return _ONE_RECORD_HEAD.pack(0, batch_length, -1, MAGIC_V2, crc) + tail, header
+    return _HEADER_LEAD.pack(0, batch_length, -1, MAGIC_V2, crc) + tail, header
 
 
 def rebuild_batch(original: BatchHeader, records: Sequence[Record], delete_horizon_ms: int | None) -> bytes:
@@ -514,10 +517,9 @@ def rebuild_batch(original: BatchHeader, records: Sequence[Record], delete_horiz
     for record in records:
         _encode_record(body, record.offset - original.base_offset, record.timestamp - base_ts, record)
     payload = compress(original.compression, bytes(body))
-    tail = struct.pack(">hiqqqhii", attributes, original.last_offset_delta, base_ts, max_ts, original.producer_id,
-                       original.producer_epoch, original.base_sequence, len(records)) + payload
-    return struct.pack(">qiibI", original.base_offset, 4 + 1 + 4 + len(tail), original.partition_leader_epoch,
-                       MAGIC_V2, crc32c(tail)) + tail
+    tail = _HEADER_TAIL.pack(attributes, original.last_offset_delta, base_ts, max_ts, original.producer_id,
+                             original.producer_epoch, original.base_sequence, len(records)) + payload
+    return _batch(original.base_offset, original.partition_leader_epoch, tail)
 
 
 def rebuild_batch_raw(original: BatchHeader, records: bytes, count: int, max_timestamp: int) -> bytes:
@@ -528,11 +530,10 @@ def rebuild_batch_raw(original: BatchHeader, records: bytes, count: int, max_tim
     if count <= 0:
         raise ValueError("a rewritten batch keeps at least one record")
     payload = compress(original.compression, records)
-    tail = struct.pack(">hiqqqhii", original.attributes, original.last_offset_delta, original.base_timestamp,
-                       max_timestamp, original.producer_id, original.producer_epoch, original.base_sequence,
-                       count) + payload
-    return struct.pack(">qiibI", original.base_offset, 4 + 1 + 4 + len(tail), original.partition_leader_epoch,
-                       MAGIC_V2, crc32c(tail)) + tail
+    tail = _HEADER_TAIL.pack(original.attributes, original.last_offset_delta, original.base_timestamp,
+                             max_timestamp, original.producer_id, original.producer_epoch, original.base_sequence,
+                             count) + payload
+    return _batch(original.base_offset, original.partition_leader_epoch, tail)
 
 
 class RawRecord(NamedTuple):
@@ -589,11 +590,10 @@ def empty_batch(original: BatchHeader) -> bytes:
     """The header of `original` with no records, as Kafka's cleaner keeps a batch whose records all went
     but whose offsets or producer sequence must stay (DefaultRecordBatch.writeEmptyHeader)."""
     attributes = original.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_FLAG | CONTROL_FLAG)
-    tail = struct.pack(">hiqqqhii", attributes, original.last_offset_delta, original.max_timestamp,
-                       original.max_timestamp, original.producer_id, original.producer_epoch,
-                       original.base_sequence, 0)
-    return struct.pack(">qiibI", original.base_offset, 4 + 1 + 4 + len(tail), original.partition_leader_epoch,
-                       MAGIC_V2, crc32c(tail)) + tail
+    tail = _HEADER_TAIL.pack(attributes, original.last_offset_delta, original.max_timestamp,
+                             original.max_timestamp, original.producer_id, original.producer_epoch,
+                             original.base_sequence, 0)
+    return _batch(original.base_offset, original.partition_leader_epoch, tail)
 
 
 def build_control_batch(
