@@ -12,12 +12,12 @@ times a transaction. The rounds alternate between running the groups back to bac
 
 Printed per round and as medians: thread CPU time per transaction (the waits' own CPU time, measured
 apart, taken out), and per group of requests (timed without the waits). What the groups add up to with the
-waits, less what they add up to back to back, is what the three wake-ups cost the same work: the CPU comes
-back to it with its caches cold. `--wait spin` waits in a busy loop
-instead of sleeping, so the CPU is never given up: then the groups cost what they do back to back, which
-tells the cost of going idle from the cost of time passing. Figures only, never asserted; a request
-answered with an error code stops the run, since its figures would not be this workload's. Not part of
-`make bench`.
+waits, less what they add up to back to back, is what the three waits cost the same work. `--wait spin`
+waits in a busy loop instead of sleeping, so the CPU is never given up: what the waits still cost then is
+what the time passing costs, and the rest of the sleeping kind's figure is the cost of going idle (most
+likely the CPU's caches, cold when it comes back; this VM gives perf no hardware counters to show the
+misses). Figures only, never asserted; if any request was answered with an error code the run fails at its
+end, since its figures would not be this workload's. Not part of `make bench`.
 """
 
 from __future__ import annotations
