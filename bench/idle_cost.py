@@ -39,7 +39,6 @@ import uvloop
 from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from kio.schema.end_txn.v3.request import EndTxnRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
-from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.static.primitive import i16, i32, i64
 from minikafka.broker.config import BrokerConfig
 from minikafka.broker.context import RequestContext
@@ -48,7 +47,8 @@ from minikafka.broker.logsetup import configure_logging
 from minikafka.broker.security.session import Session
 from minikafka.broker.server import BrokerServer
 from minikafka.protocol.codec import decode_response, encode_request
-from minikafka.protocol.records import Record, build_batch
+
+from bench import produce_request, raw_batch  # bench/ is the script's folder, so it is on sys.path
 
 TOPIC = "idle"
 PARTITIONS = 3
@@ -70,7 +70,6 @@ class Transactions:
 
     def __init__(self, server: BrokerServer) -> None:
         assert server.services is not None and server.node is not None
-        self.server = server
         self.services = server.services
         session = Session("PLAINTEXT", "PLAINTEXT", "127.0.0.1")
         node, services = server.node, server.services
@@ -113,13 +112,10 @@ class Transactions:
                  end) for _ in range(count)]
 
     def _produce(self, partition: int, records: int) -> bytes:
-        batch = build_batch([Record(None, VALUE, (), int(time.time() * 1000))] * records, producer_id=self.producer_id,
-                            producer_epoch=self.producer_epoch, base_sequence=self.sequences[partition],
-                            transactional=True)
+        batch = raw_batch(records, VALUE, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+                          base_sequence=self.sequences[partition], transactional=True)
         self.sequences[partition] += records
-        return _frame(ProduceRequest(transactional_id=TRANSACTIONAL_ID, acks=i16(-1), timeout=timedelta(seconds=30),
-                                     topic_data=(TopicProduceData(name=TOPIC, partition_data=(
-                                         PartitionProduceData(index=i32(partition), records=batch),)),)))
+        return _frame(produce_request(TOPIC, {partition: batch}, TRANSACTIONAL_ID))
 
     async def run(self, frames: list[tuple[bytes, list[bytes], bytes]],
                   wait: Callable[[], None] | None) -> tuple[float, list[float]]:
