@@ -9,8 +9,8 @@ Each round is bench.py's transactions workload (a confluent-kafka producer commi
 `retained`: minikafka and Tansu start fresh and take their rounds in turn on the same brokers, so each round
 finds what the earlier ones left; RSS is printed after each. With `--after-workloads`, the brokers first get
 `--rounds` rounds on fresh data, then bench.py's produce and consume workloads (100 B, idempotent and 1 KiB
-produce, the same requests, consume; five rounds of each, as `make bench` runs them), then `--rounds` rounds
-again: the conditions of `make bench`'s transactions rows before they moved to fresh brokers.
+produce, the same requests, consume; five rounds of each, as the README's runs of bench.py make them), then
+`--rounds` rounds again: about the conditions of bench.py's transaction rows before they moved to fresh brokers.
 
 `affinity`: rounds alternate between the broker free to run on any core and every thread of it pinned to
 core 0, with this process (the client) pinned to core 1; it needs two cores. Printed with each round: the
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import bench  # bench/ is the script's folder, so it is on sys.path
 
-PRODUCE_WORKLOADS_REPEATS = 5  # as `make bench` repeats them
+PRODUCE_WORKLOADS_REPEATS = 5  # as the README's bench runs repeat them (`--repeat 5`)
 _ALL_CORES = {0, 1}
 
 
