@@ -889,12 +889,12 @@ WORKLOADS: list[Workload] = [
     Workload("startup", measure_startup, (
         Row("startup_ms", f"startup to first ApiVersions (ms, median of {STARTS})", False),
     )),
-    # The transaction workloads come after the shutdown row, each round on fresh brokers. Tansu's CPU per
-    # transaction grows with what its memory engine holds (about 1,070 -> 1,700 us over six rounds of 500, and
-    # 940 -> 1,410 us after the produce workloads above), so a round on a broker that kept earlier data
-    # compared what Tansu held, not the two transaction paths. After the shutdown row so that their
-    # transactional ids' __transaction_state partitions, whose snapshots and fsyncs at a clean stop would move
-    # that row, are not in it.
+    # The transaction workloads run after the startup row, each round on brokers started afresh: Tansu's CPU
+    # per transaction grows with what its memory engine holds (bench/txn_conditions.py retained: a median of
+    # 980 -> 1,433 us after the produce workloads above), so rounds on brokers that kept earlier data compared
+    # that more than the two transaction paths. After the shutdown row too, so that their transactional ids'
+    # __transaction_state partitions, whose snapshots and fsyncs at a clean stop would move that row, are not
+    # in it.
     Workload("transactions", measure_transactions, (
         Row("txn_s", f"transactions/s ({MESSAGES_PER_TRANSACTION} msgs each, {TRANSACTIONS} in a row)", True),
         Row("txn_cpu_us", "broker CPU per transaction (us)", False),

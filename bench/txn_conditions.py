@@ -15,7 +15,8 @@ produce, the same requests, consume; five rounds of each, as the README's runs o
 `affinity`: rounds alternate between the broker free to run on any core and every thread of it pinned to
 core 0, with this process (the client) pinned to core 1; it needs two cores. Printed with each round: the
 broker's migrations between cores and its context switches per transaction
-(/proc/<pid>/task/*/sched and status).
+(/proc/<pid>/task/*/sched and status; the round's set-up, a topic, the producer's start and one unmeasured
+transaction, is counted in them too).
 
 Not part of `make bench`; figures are printed, never asserted.
 """
@@ -31,7 +32,7 @@ from pathlib import Path
 import bench  # bench/ is the script's folder, so it is on sys.path
 
 PRODUCE_WORKLOADS_REPEATS = 5  # as the README's bench runs repeat them (`--repeat 5`)
-_ALL_CORES = {0, 1}
+_PINNING_CORES = {0, 1}
 
 
 def brokers_for(only: str | None) -> list[bench.Broker]:
@@ -109,7 +110,7 @@ def retained(brokers: list[bench.Broker], rounds: int, after_workloads: bool, me
 
 
 def affinity(brokers: list[bench.Broker], rounds: int) -> None:
-    if not os.sched_getaffinity(0) >= _ALL_CORES:
+    if not os.sched_getaffinity(0) >= _PINNING_CORES:
         raise SystemExit("affinity needs cores 0 and 1")
     client_cores = os.sched_getaffinity(0)
     for broker in brokers:
