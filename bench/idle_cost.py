@@ -48,12 +48,19 @@ from minikafka.broker.security.session import Session
 from minikafka.broker.server import BrokerServer
 from minikafka.protocol.codec import decode_response, encode_request
 
-from bench import produce_request, raw_batch  # bench/ is the script's folder, so it is on sys.path
+from bench import (  # bench/ is the script's folder, so it is on sys.path
+    MESSAGES_PER_TRANSACTION,
+    PRODUCE_PARTITIONS,
+    VALUE,
+    produce_request,
+    raw_batch,
+)
 
 TOPIC = "idle"
-PARTITIONS = 3
-RECORDS_PER_PARTITION = (4, 3, 3)  # bench.py's 10 messages over 3 partitions
-VALUE = b"v" * 100
+PARTITIONS = PRODUCE_PARTITIONS
+# bench.py's transaction spreads its messages round-robin over the partitions: 4, 3 and 3 of them.
+RECORDS_PER_PARTITION = tuple(len(range(partition, MESSAGES_PER_TRANSACTION, PARTITIONS))
+                              for partition in range(PARTITIONS))
 TRANSACTIONAL_ID = "idle-cost"
 GROUPS = ("AddPartitionsToTxn", "Produce (each)", "EndTxn", "markers + CompleteCommit")
 _START_DEADLINE_S = 30.0
