@@ -7,6 +7,7 @@ behaviour seen by clients (limits, idle close, ordering) is tested end to end in
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import struct
 import time
@@ -14,8 +15,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import structlog.testing
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
+from minikafka.broker import server as server_module
 from minikafka.broker.config import BrokerConfig, ConfigError, build_config
 from minikafka.broker.server import BrokerServer, _resolve_overrides
 from minikafka.protocol.codec import decode_response, encode_request
@@ -66,6 +69,39 @@ async def test_dropped_connections_leave_the_registry_empty(server: BrokerServer
     assert server.connection_count == 1
     writer.close()
     await _until(lambda: server.connection_count == 0, "the closed connection to leave the registry")
+
+
+async def _api_versions_answered(port: int) -> bool:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(encode_request(7, ApiVersionsRequest()))
+        (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), DEADLINE_S))
+        return decode_response(await reader.readexactly(size), 18, 0)[0] == 7
+    finally:
+        writer.close()
+
+
+async def test_accepting_goes_on_after_accept_fails(server: BrokerServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Out of descriptors (EMFILE) the acceptor logs and tries again later; a client gone from the backlog
+    before it was taken (ECONNABORTED) is passed over. Clients waiting meanwhile are served afterwards."""
+    assert server.node is not None
+    real_accept = server_module._accept_waiting
+    failures: list[OSError] = [OSError(errno.EMFILE, "Too many open files"),
+                               ConnectionAbortedError(errno.ECONNABORTED, "Software caused connection abort")]
+
+    def accept_failing_first(listener: socket.socket, family: int) -> tuple[socket.socket, object]:
+        if failures:
+            raise failures.pop(0)
+        return real_accept(listener, family)
+
+    monkeypatch.setattr(server_module, "_accept_waiting", accept_failing_first)
+    with structlog.testing.capture_logs() as logs:
+        answered = await asyncio.wait_for(
+            asyncio.gather(*(_api_versions_answered(server.node.port) for _ in range(20))), DEADLINE_S)
+    assert answered == [True] * 20
+    assert failures == []
+    assert [entry["error"] for entry in logs if entry["event"] == "accept failed"] == ["[Errno 24] Too many open files"]
+    await _until(lambda: server.connection_count == 0, "the closed connections to leave the registry")
 
 
 def test_connection_settings_have_kafka_names_and_defaults() -> None:
