@@ -797,12 +797,14 @@ def measure_latency(run: Run) -> dict[str, float]:
     return {"latency_p50_ms": statistics.median(samples), "latency_p99_ms": percentiles[98]}
 
 
+_API_VERSIONS_V0_BODY = struct.pack(">hhih", 18, 0, 7, len(b"bench")) + b"bench"
+API_VERSIONS_V0_FRAME = struct.pack(">i", len(_API_VERSIONS_V0_BODY)) + _API_VERSIONS_V0_BODY
+
+
 async def _connect_and_ask_api_versions(port: int) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        client_id = b"bench"
-        body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
-        writer.write(struct.pack(">i", len(body)) + body)
+        writer.write(API_VERSIONS_V0_FRAME)
         (size,) = struct.unpack(">i", await reader.readexactly(4))
         await reader.readexactly(size)
     finally:

@@ -1,6 +1,6 @@
 """What any Python asyncio server pays for a request, next to what minikafka pays for the same one.
 
-    .venv/bin/python bench/floor.py [--rounds 4] [--requests 1500] [--request produce|metadata] [--tansu]
+    .venv/bin/python bench/floor.py [--rounds 4] [--requests 1500] [--request produce|metadata|connections] [--tansu]
 
 Each side gets bench.py's same-requests workload (RepeatedProduce: 3 partitions of 280 records of 100 B,
 acks=all, 2 in flight, from this process) and its CPU per request is measured (the process's scheduler
@@ -17,6 +17,11 @@ clock, as bench.py). The sides:
 `--request metadata` sends a Metadata v1 request for no topics instead, one at a time: a request whose
 handling is nearly nothing, so minikafka's side is what every request pays (decode, dispatch, observers,
 encoding the answer) on top of the floor's reading and sending; the floor side does no extra steps.
+
+`--request connections` measures bench.py's connections row instead: batches of CONNECTIONS connections
+opened at once, each asking one ApiVersions v0 and closed once answered, and the CPU per connection
+(`--requests` is then the count of connections, in whole batches). The floor side accepts with uvloop's
+own server (no Python socket objects) and runs a task per connection, as minikafka does.
 
 The rounds alternate the sides on fresh processes; medians are printed, never asserted. Not part of
 `make bench`: it explains what minikafka's own Python costs, beyond what no Python broker can avoid.
@@ -79,6 +84,7 @@ def serve(port: int, answer: bytes, steps: set[str], directory: Path) -> None:
             take(frame)
             reply[4:8] = frame[4:8]  # the request's correlation id (after its API key and version)
             transport.write(bytes(reply))
+        transport.close()  # the client's EOF: a receiver keeps the transport open for answers still to go
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -108,6 +114,8 @@ def minikafka_answer(request: str) -> bytes:
         with bench.raw_connection(broker.port, bench.WORKLOAD_DEADLINE_S) as sock:
             if request == "metadata":
                 sock.sendall(_METADATA_FRAME)
+            elif request == "connections":
+                sock.sendall(bench.API_VERSIONS_V0_FRAME)
             else:
                 repeated = bench.RepeatedProduce(TOPIC, bench.SAME_REQUEST_RECORDS)
                 repeated.send(sock, 1, 1)  # checks the answer
@@ -126,6 +134,13 @@ def _metadata_round_trips(sock: socket.socket, count: int) -> None:
 
 def cpu_per_request(port: int, pid: int, requests: int, request: str) -> float:
     clock = bench.process_cpu_clock(pid)
+    if request == "connections":
+        asyncio.run(bench._many_connections(port, bench.CONNECTIONS))  # warm up
+        batches = max(1, requests // bench.CONNECTIONS)
+        before = time.clock_gettime(clock)
+        for _ in range(batches):
+            asyncio.run(bench._many_connections(port, bench.CONNECTIONS))
+        return (time.clock_gettime(clock) - before) / (batches * bench.CONNECTIONS) * 1e6
     with bench.raw_connection(port, bench.WORKLOAD_DEADLINE_S) as sock:
         if request == "metadata":
             _metadata_round_trips(sock, _METADATA_WARM_UP)
@@ -167,7 +182,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--requests", type=int, default=1500, help="measured requests per side and round")
-    parser.add_argument("--request", choices=("produce", "metadata"), default="produce")
+    parser.add_argument("--request", choices=("produce", "metadata", "connections"), default="produce")
     parser.add_argument("--tansu", action="store_true", help="measure Tansu's side too")
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--answer", help=argparse.SUPPRESS)
@@ -196,8 +211,9 @@ def main() -> int:
             measured[side].append(broker_round(brokers[side](), args.requests, args.request) if side in brokers
                                   else floor_round(answer, floors[side], args.requests, args.request))
         print(f"round {number + 1}: " + ", ".join(f"{side} {measured[side][-1]:.0f}" for side in sides), flush=True)
-    what = ("Metadata request (no topics, one at a time" if args.request == "metadata" else
-            f"Produce request ({bench.SAME_REQUEST_RECORDS * bench.PRODUCE_PARTITIONS} records of 100 B")
+    what = {"metadata": "Metadata request (no topics, one at a time",
+            "connections": f"connection ({bench.CONNECTIONS} opened at once, one ApiVersions v0 each"}.get(
+        args.request, f"Produce request ({bench.SAME_REQUEST_RECORDS * bench.PRODUCE_PARTITIONS} records of 100 B")
     print(f"\nbroker CPU per {what}, {len(answer)}-byte answer), medians of {args.rounds} rounds:")
     for side in sides:
         print(f"  {side:36} {statistics.median(measured[side]):7.1f} µs")
