@@ -811,7 +811,7 @@ async def _connect_and_ask_api_versions(port: int) -> None:
         writer.close()
 
 
-async def _many_connections(port: int, count: int) -> float:
+async def many_connections(port: int, count: int) -> float:
     started = time.perf_counter()
     await asyncio.wait_for(asyncio.gather(*(_connect_and_ask_api_versions(port) for _ in range(count))),
                            WORKLOAD_DEADLINE_S)
@@ -825,7 +825,7 @@ def measure_connections(run: Run) -> dict[str, float]:
     walls, cpus = [], []
     for _ in range(CONNECTION_ROUNDS):
         cpu_before = run.broker.cpu_seconds()
-        walls.append(asyncio.run(_many_connections(run.broker.port, CONNECTIONS)))
+        walls.append(asyncio.run(many_connections(run.broker.port, CONNECTIONS)))
         cpus.append(run.broker.cpu_seconds() - cpu_before)
     return {"connections_ms": statistics.median(walls) * 1000, "connections_cpu_ms": statistics.median(cpus) * 1000}
 

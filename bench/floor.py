@@ -135,11 +135,11 @@ def _metadata_round_trips(sock: socket.socket, count: int) -> None:
 def cpu_per_request(port: int, pid: int, requests: int, request: str) -> float:
     clock = bench.process_cpu_clock(pid)
     if request == "connections":
-        asyncio.run(bench._many_connections(port, bench.CONNECTIONS))  # warm up
+        asyncio.run(bench.many_connections(port, bench.CONNECTIONS))  # warm up
         batches = max(1, requests // bench.CONNECTIONS)
         before = time.clock_gettime(clock)
         for _ in range(batches):
-            asyncio.run(bench._many_connections(port, bench.CONNECTIONS))
+            asyncio.run(bench.many_connections(port, bench.CONNECTIONS))
         return (time.clock_gettime(clock) - before) / (batches * bench.CONNECTIONS) * 1e6
     with bench.raw_connection(port, bench.WORKLOAD_DEADLINE_S) as sock:
         if request == "metadata":
