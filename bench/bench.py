@@ -39,6 +39,7 @@ from typing import Any
 import codec_cost  # bench/ is the script's folder, so it is on sys.path
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from minikafka.protocol.api_keys import ApiKey
@@ -797,8 +798,7 @@ def measure_latency(run: Run) -> dict[str, float]:
     return {"latency_p50_ms": statistics.median(samples), "latency_p99_ms": percentiles[98]}
 
 
-_API_VERSIONS_V0_BODY = struct.pack(">hhih", 18, 0, 7, len(b"bench")) + b"bench"
-API_VERSIONS_V0_FRAME = struct.pack(">i", len(_API_VERSIONS_V0_BODY)) + _API_VERSIONS_V0_BODY
+API_VERSIONS_V0_FRAME = encode_request(7, ApiVersionsRequest(), client_id="bench")
 
 
 async def _connect_and_ask_api_versions(port: int) -> None:
