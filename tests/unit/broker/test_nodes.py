@@ -5,6 +5,7 @@ tested in tests/e2e/test_cluster.py)."""
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 import struct
 from pathlib import Path
@@ -19,11 +20,16 @@ DEADLINE_S = 15.0
 
 
 def _free_port_block(count: int) -> int:
-    """A base port whose next `count` ports are free now (best effort: bind them all, then release)."""
-    for _attempt in range(50):
-        probe = socket.create_server(("127.0.0.1", 0))
-        base = probe.getsockname()[1]
-        probe.close()
+    """A base port whose next `count` ports are free now, outside the kernel's ephemeral range: the broker's
+    own `:0` listeners and every client connection in the run take their ports from that range, so a block
+    inside it could be taken between this check and the broker's bind."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    bases = [*range(10000, low - count), *range(high + 1, 65536 - count)]
+    assert bases, f"no ports outside the ephemeral range {low}-{high}"
+    for base in random.sample(bases, min(50, len(bases))):
         held = []
         try:
             for offset in range(count):
