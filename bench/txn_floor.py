@@ -9,13 +9,13 @@ side's CPU per transaction is measured as bench.py measures a broker's. The side
 - floor: a uvloop server that answers the requests of a transaction's cycle itself (AddPartitionsToTxn,
   Produce, EndTxn) and does only the steps that any broker keeping Kafka's log must: it reads the frames
   with minikafka's FrameReceiver, decodes them with kio through minikafka's codec (as the project's rules
-  require), checks each batch's CRC-32C, patches its base offset in a copy of its header and appends it
-  to its partition's file, appends the three `__transaction_state` records of a cycle (Ongoing,
+  require), checks each batch's CRC-32C, patches its base offset in a copy of its header and appends it to
+  its partition's file, appends the three `__transaction_state` records of a cycle (Ongoing,
   PrepareCommit, CompleteCommit) to a file of their own and the three markers to the partitions' files,
-  and builds and encodes the answers with minikafka's `build` and encoder. It checks nothing and keeps no
-  producer, transaction or offset state. Every other request (ApiVersions, Metadata, FindCoordinator,
-  InitProducerId, CreateTopics) is passed to a minikafka broker behind it that advertises the floor's
-  port, so the producer's setup works; the measured transactions send none;
+  and builds and encodes the answers with minikafka's `build` and encoder. Beyond the CRC it checks
+  nothing; it keeps no producer, transaction or offset state. Every other request (ApiVersions, Metadata,
+  FindCoordinator, InitProducerId, CreateTopics) is passed to a minikafka broker behind it that advertises
+  the floor's port, so the producer's setup works; the measured transactions send none;
 - minikafka;
 - with `--tansu`, Tansu as bench.py runs it.
 
