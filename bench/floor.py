@@ -161,17 +161,24 @@ def cpu_per_request(port: int, pid: int, requests: int, request: str) -> float:
         return bench.repeated_cpu_seconds(sock, repeated, requests, lambda: time.clock_gettime(clock)) / requests * 1e6
 
 
+def start_server(argv: list[str], stderr: Any = None) -> subprocess.Popen[str]:
+    """Spawn a floor server (`argv`) and return once it prints its ready line."""
+    server = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    assert server.stdout is not None
+    deadline = time.monotonic() + _START_DEADLINE_S
+    while server.stdout.readline().strip() != READY:
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            raise RuntimeError("the floor server did not start")
+    return server
+
+
 def floor_round(answer: bytes, steps: str, requests: int, request: str) -> float:
     port = bench.free_port()
     with tempfile.TemporaryDirectory(prefix="minikafka-floor-") as directory:
-        server = subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--answer", answer.hex(),
-                                   "--steps", steps, "--dir", directory], stdout=subprocess.PIPE, text=True)
+        server = start_server([sys.executable, __file__, "--serve", str(port), "--answer", answer.hex(),
+                               "--steps", steps, "--dir", directory])
         try:
-            assert server.stdout is not None
-            deadline = time.monotonic() + _START_DEADLINE_S
-            while server.stdout.readline().strip() != READY:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the floor server did not start")
             return cpu_per_request(port, server.pid, requests, request)
         finally:
             server.kill()

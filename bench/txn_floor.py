@@ -33,7 +33,6 @@ import functools
 import os
 import statistics
 import struct
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -44,7 +43,6 @@ import floor  # bench/ is the script's folder, so it and bench.py are on sys.pat
 
 import bench
 
-_START_DEADLINE_S = 30.0
 _SIZE = struct.Struct(">i")
 _BASE_OFFSET = struct.Struct(">q")
 _CRC = struct.Struct(">I")
@@ -194,13 +192,7 @@ class FloorBroker(bench.Broker):
         self.log_path = self.workdir / f"floor-{self.starts}.log"
         started = time.perf_counter()
         with open(self.log_path, "w") as log:
-            self.process = subprocess.Popen(self.command(self.floor_port, data), stdout=subprocess.PIPE,
-                                            stderr=log, text=True)
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + _START_DEADLINE_S
-        while self.process.stdout.readline().strip() != floor.READY:
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the floor server did not start: {self.log_tail()}")
+            self.process = floor.start_server(self.command(self.floor_port, data), stderr=log)
         self.port = self.floor_port
         return time.perf_counter() - started
 
