@@ -16,7 +16,7 @@ BENCH_ARGS ?=
 CURVES_ARGS ?=
 # `make pipeline PIPELINE_ARGS="--events 200000 --mode driver"`; --bootstrap H:P uses a running broker.
 PIPELINE_ARGS ?=
-MYPY_PACKAGES := protocol storage coordinator broker pipeline testing
+MYPY_PACKAGES := protocol storage coordinator tools broker pipeline testing
 # mypy resolves `minikafka.*` imports only under the installed names: the editable install maps them
 # with an import hook mypy cannot follow, so lint checks a tree of symlinks named like the package.
 MYPY_TREE := .mypy-src

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from setuptools import find_packages, setup
 
-LAYERS = ("protocol", "storage", "coordinator", "broker", "pipeline", "testing")
+LAYERS = ("protocol", "storage", "coordinator", "tools", "broker", "pipeline", "testing")
 
 # Mapping only the layer roots is enough: setuptools resolves `minikafka.coordinator.group` to
 # `coordinator/group` through its parent's entry, and the editable install maps exactly these.

@@ -3,7 +3,7 @@
     python bench/fault_hook.py [--baseline OLD_DISPATCH_PY] [--calls N]
 
 Rows: no rules (the fast path every broker takes unless a test adds faults); one rule for another API
-(the table is walked but nothing matches); and, with --baseline (e.g. `git show HEAD~1:broker/dispatch.py
+(the table is walked but nothing matches); and, with --baseline (e.g. `git show HEAD~1:broker/wire/dispatch.py
 > /tmp/old.py`), the same requests through that older dispatch, so the hook's cost is the difference.
 The requests are cheap ones (ApiVersions, Metadata for one topic) so the hook is as large a share of the
 total as it can be. Best of 7 rounds; printed, never asserted.
@@ -24,11 +24,11 @@ from typing import Any
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
-from minikafka.broker.config import build_config
-from minikafka.broker.context import RequestContext
-from minikafka.broker.dispatch import dispatch
+from minikafka.broker.config.config import build_config
 from minikafka.broker.security.session import plaintext_session
 from minikafka.broker.server import BrokerServer
+from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.dispatch import dispatch
 from minikafka.protocol.codec import encode_request
 
 ROUNDS = 7
@@ -115,7 +115,7 @@ async def _measure(baseline: Dispatch | None, calls: int) -> list[tuple[str, str
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", type=Path, help="an older broker/dispatch.py to compare with")
+    parser.add_argument("--baseline", type=Path, help="an older broker/wire/dispatch.py to compare with")
     parser.add_argument("--calls", type=int, default=20000)
     args = parser.parse_args()
     baseline = _load_baseline(args.baseline) if args.baseline else None

@@ -4,7 +4,7 @@
 
 bench.py's transaction (AddPartitionsToTxn, a Produce of 3-4 records to each of 3 partitions, EndTxn, then
 the markers and CompleteCommit the coordinator writes) is run in this process through the broker's own
-dispatch (broker/dispatch.py), as a connection hands it each frame: a broker started in-process, no
+dispatch (broker/wire/dispatch.py), as a connection hands it each frame: a broker started in-process, no
 sockets, no client. A librdkafka producer sends these requests in three groups and waits for the answers
 in between (AddPartitionsToTxn; the Produce requests; EndTxn), so a broker serving it goes idle three
 times a transaction. The rounds alternate between running the groups back to back and sleeping
@@ -40,12 +40,12 @@ from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnReques
 from kio.schema.end_txn.v3.request import EndTxnRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.static.primitive import i16, i32, i64
-from minikafka.broker.config import BrokerConfig
-from minikafka.broker.context import RequestContext
-from minikafka.broker.dispatch import dispatch
-from minikafka.broker.logsetup import configure_logging
+from minikafka.broker.config.config import BrokerConfig
+from minikafka.broker.config.logsetup import configure_logging
 from minikafka.broker.security.session import Session
 from minikafka.broker.server import BrokerServer
+from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.dispatch import dispatch
 from minikafka.protocol.codec import decode_response, encode_request
 
 from bench import (  # bench/ is the script's folder, so it is on sys.path

@@ -27,13 +27,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from minikafka.broker.config import build_config
-from minikafka.broker.dispatch import dispatch
-from minikafka.broker.metrics import BrokerMetrics
-from minikafka.broker.observe import Exchange, ExchangeObserver
-from minikafka.broker.prometheus import render, render_async
-from minikafka.broker.recorder import FlightRecorder
+from minikafka.broker.config.config import build_config
+from minikafka.broker.observe.metrics import BrokerMetrics
+from minikafka.broker.observe.prometheus import render, render_async
+from minikafka.broker.observe.recorder import FlightRecorder
 from minikafka.broker.server import BrokerServer
+from minikafka.broker.wire.dispatch import dispatch
+from minikafka.broker.wire.hooks import Exchange, ExchangeObserver
 from minikafka.coordinator.group.state import Group, GroupState
 from minikafka.coordinator.transaction.state import TxnMetadata, TxnState
 from trace_cost import bench_broker, request_frames  # bench/ is the script's folder, on sys.path

@@ -33,15 +33,16 @@ HOT_MODULES = (
     "storage/origin.py", "storage/manager.py", "storage/clock.py",
     "coordinator/transaction/coordinator.py", "coordinator/transaction/state.py", "coordinator/transaction/log.py",
     "coordinator/transaction/markers.py",
-    "broker/dispatch.py", "broker/connection.py", "broker/observe.py", "broker/recorder.py", "broker/context.py",
-    "broker/transactions.py", "broker/waiters.py", "broker/handlers/produce.py",
+    "broker/wire/dispatch.py", "broker/wire/connection.py", "broker/wire/hooks.py", "broker/observe/recorder.py",
+    "broker/wire/context.py",
+    "broker/wiring.py", "broker/wire/waiters.py", "broker/handlers/produce.py",
     "broker/handlers/add_partitions_to_txn.py", "broker/handlers/end_txn.py",
 )
 
 # mypyc builds a dataclass's fields from its annotations when the module is imported, and RequestContext
-# names three classes that broker/context.py imports only for type checking (they import it in turn).
+# names three classes that broker/wire/context.py imports only for type checking (they import it in turn).
 _RUNTIME_ANNOTATIONS = {
-    "broker/context.py": (("    node: Node\n", "    node: Any\n"),
+    "broker/wire/context.py": (("    node: Node\n", "    node: Any\n"),
                           ("    services: BrokerServices\n", "    services: Any\n"),
                           ("    session: Session\n", "    session: Any\n")),
 }

@@ -1,5 +1,5 @@
 """What the observation seam costs a request: µs per request through `broker.dispatch.dispatch`, in-process,
-with the exchange observers a broker really installs (broker/debugging.py) for each setting.
+with the exchange observers a broker really installs (broker/observe/debugging.py) for each setting.
 
     python bench/observe_cost.py [--calls N] [--rounds N]
 
@@ -33,10 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from minikafka.broker.config import BrokerConfig
-from minikafka.broker.debugging import install_debugging
-from minikafka.broker.dispatch import dispatch
-from minikafka.broker.observe import ExchangeObserver
+from minikafka.broker.config.config import BrokerConfig
+from minikafka.broker.observe.debugging import install_debugging
+from minikafka.broker.wire.dispatch import dispatch
+from minikafka.broker.wire.hooks import ExchangeObserver
 from trace_cost import bench_broker, request_frames  # bench/ is the script's folder, on sys.path
 
 TOPIC = "bench-observe"

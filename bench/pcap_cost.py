@@ -1,4 +1,4 @@
-"""What `--pcap FILE` costs: µs per frame through the wire-tap seam into broker/pcap.py, in-process.
+"""What `--pcap FILE` costs: µs per frame through the wire-tap seam into broker/observe/pcap.py, in-process.
 
     python bench/pcap_cost.py [--frames N] [--rounds N]
 
@@ -19,8 +19,8 @@ import struct
 import tempfile
 import time
 
-from minikafka.broker.observe import Observers
-from minikafka.broker.pcap import MSS, PcapWriter
+from minikafka.broker.observe.pcap import MSS, PcapWriter
+from minikafka.broker.wire.hooks import Observers
 from minikafka.storage.clock import SystemClock
 
 SIZES = (100, 1_024, 16_384, 100_000, 1_048_576)

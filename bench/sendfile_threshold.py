@@ -3,7 +3,7 @@
     .venv/bin/python bench/sendfile_threshold.py [--sizes 4,16,32,64,128,256,1024] [--calls 400]
 
 A Fetch answer's partition slice of storage.log.REGION_MIN_BYTES or more stays in the segment file and
-goes out with sendfile(2) between the bytes before and after it (broker/connection.py); a smaller one
+goes out with sendfile(2) between the bytes before and after it (broker/wire/connection.py); a smaller one
 is read with pread and sent with the rest of the frame in one call. This times both ways for one slice
 over loopback TCP, with the slice's file in the page cache and a thread draining the other end:
 

@@ -32,11 +32,11 @@ if TYPE_CHECKING:
 
 # (label, module, attribute path): where the step's callers look it up, so wrapping it there is seen.
 STEPS: list[tuple[str, str, str]] = [
-    ("decode (bounds check + kio)", "minikafka.broker.dispatch", "decode_request"),
+    ("decode (bounds check + kio)", "minikafka.broker.wire.dispatch", "decode_request"),
     ("  bounds check", "minikafka.protocol.codec", "check_request"),
-    ("encode the response frame", "minikafka.broker.dispatch", "response_frame"),
-    ("observers (metrics, recorder)", "minikafka.broker.observe", "Observers.notify"),
-    ("  recorder: reduce to summaries", "minikafka.broker.recorder", "FlightRecorder._stripped"),
+    ("encode the response frame", "minikafka.broker.wire.dispatch", "response_frame"),
+    ("observers (metrics, recorder)", "minikafka.broker.wire.hooks", "Observers.notify"),
+    ("  recorder: reduce to summaries", "minikafka.broker.observe.recorder", "FlightRecorder._stripped"),
     ("produce: batch header + CRC", "minikafka.broker.handlers.produce", "validate_batch"),
     ("produce: build the response", "minikafka.broker.handlers.produce", "build"),
     ("log append", "minikafka.storage.log", "PartitionLog.append"),
@@ -75,7 +75,7 @@ def _timed(label: str, function: Callable[..., Any]) -> Callable[..., Any]:
 
 def _instrument(out: Path) -> None:
     """In the broker process: wrap every step, time each request by API, write the samples at exit."""
-    from minikafka.broker import connection
+    from minikafka.broker.wire import connection
     from minikafka.protocol.api_keys import kafka_api_name
     from minikafka.protocol.codec import peek_header
 

@@ -37,13 +37,13 @@ from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.static.primitive import Records, i32Timedelta
-from minikafka.broker.config import build_config
-from minikafka.broker.context import RequestContext
-from minikafka.broker.dispatch import dispatch
-from minikafka.broker.observe import Exchange
-from minikafka.broker.recorder import FlightRecorder
+from minikafka.broker.config.config import build_config
+from minikafka.broker.observe.recorder import FlightRecorder
 from minikafka.broker.security.session import plaintext_session
 from minikafka.broker.server import BrokerServer
+from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.dispatch import dispatch
+from minikafka.broker.wire.hooks import Exchange
 from minikafka.protocol.codec import encode_request
 from minikafka.protocol.records import Record, build_batch
 

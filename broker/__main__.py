@@ -30,9 +30,8 @@ from pathlib import Path  # noqa: E402
 from typing import NoReturn  # noqa: E402
 
 import structlog  # noqa: E402
-
-from .config import BrokerConfig, ConfigError, build_config  # noqa: E402
-from .logsetup import configure_logging  # noqa: E402
+from minikafka.broker.config.config import BrokerConfig, ConfigError, build_config  # noqa: E402
+from minikafka.broker.config.logsetup import configure_logging  # noqa: E402
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,47 +70,34 @@ def _parser() -> argparse.ArgumentParser:
                        help="capture the raw conversation to a pcap file Wireshark opens (sets minikafka.pcap.file)")
     serve.add_argument("--log-format", choices=["console", "json"], default="console")
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
-    txn_log = commands.add_parser(
-        "txn-log", help="print __transaction_state as Kafka's TransactionLogMessageFormatter does")
-    txn_log.add_argument("--data-dir", type=Path, default=Path("data"), help="the broker's log directory")
-    txn_log.add_argument("--transactional-id", help="only the records of this transactional id")
     # Listed here for --help only: main() hands their arguments to the tool's own parser.
-    for name, kafka_tool in _ADMIN_TOOLS.items():
-        commands.add_parser(name, add_help=False, help=f"{kafka_tool[1]} (see `minikafka {name} --help`)")
+    for name, tool in _TOOLS.items():
+        commands.add_parser(name, add_help=False, help=f"{tool[1]} (see `minikafka {name} --help`)")
     return parser
 
 
-# Kafka's admin command-line tools, spoken over the wire: command -> (module, what it stands for).
-_ADMIN_TOOLS = {
-    "transactions": ("transactions_tool", "Kafka's kafka-transactions.sh"),
-    "consumer-groups": ("consumer_groups_tool", "Kafka's kafka-consumer-groups.sh"),
-    # Not over the wire: reads segment, index and snapshot files, as kafka-dump-log.sh does.
+# The command-line tools (minikafka.tools), each with its own parser: command -> (module, what it is).
+_TOOLS = {
+    # Kafka's admin command-line tools, spoken over the wire.
+    "transactions": ("transactions", "Kafka's kafka-transactions.sh"),
+    "consumer-groups": ("consumer_groups", "Kafka's kafka-consumer-groups.sh"),
+    # Not over the wire: read segment, index and snapshot files, as kafka-dump-log.sh does.
     "dump-log": ("dump_log", "Kafka's kafka-dump-log.sh"),
+    "txn-log": ("txn_log", "print __transaction_state as Kafka's TransactionLogMessageFormatter does"),
     # Over the admin listener: the nodes of a multi-node broker, and failover drills.
-    "cluster": ("cluster_tool", "nodes, leaders, stopping nodes and moving leaders"),
+    "cluster": ("cluster", "nodes, leaders, stopping nodes and moving leaders"),
 }
 
 
-def _admin_tool(name: str, argv: list[str]) -> int:
+def _run_tool(name: str, argv: list[str]) -> int:
     import importlib
 
-    module = importlib.import_module(f".{_ADMIN_TOOLS[name][0]}", __package__)
+    module = importlib.import_module(f"minikafka.tools.{_TOOLS[name][0]}")
     return int(module.main(argv))
 
 
-def _txn_log(data_dir: Path, transactional_id: str | None) -> int:
-    from .txn_log_dump import dump, partition_dirs
-
-    partitions = partition_dirs(data_dir)
-    if not partitions:
-        print(f"minikafka: no __transaction_state partitions under {data_dir}", file=sys.stderr)
-        return 1
-    dump(partitions, sys.stdout, transactional_id)
-    return 0
-
-
 async def _serve(config: BrokerConfig) -> int:
-    from .server import BrokerServer  # imported late so `--help` and config errors stay fast
+    from minikafka.broker.server import BrokerServer  # imported late so `--help` and config errors stay fast
 
     # What exists now is the imported code and the configuration, kept for the process's life (and the
     # argument parser's few objects): later collections need not look at it again. The documented
@@ -162,13 +148,10 @@ def _debugging_overrides(args: argparse.Namespace) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in _ADMIN_TOOLS:
+    if argv and argv[0] in _TOOLS:
         gc.enable()
-        return _admin_tool(argv[0], argv[1:])
+        return _run_tool(argv[0], argv[1:])
     args = _parser().parse_args(argv)
-    if args.command == "txn-log":
-        gc.enable()
-        return _txn_log(args.data_dir, args.transactional_id)
     configure_logging(args.log_format, args.log_level)
     log = structlog.get_logger("minikafka")
     try:

@@ -23,29 +23,30 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from minikafka.broker.config.config import BrokerConfig, ConfigError, Listener, served_listeners
+from minikafka.broker.config.dynamic_config import DynamicConfigStore
+from minikafka.broker.control.crash_points import CrashPoints
+from minikafka.broker.control.faults import FaultTable
+from minikafka.broker.handlers import all_handler_modules
+from minikafka.broker.observe.debugging import install_debugging
+from minikafka.broker.observe.metrics import BrokerMetrics
+from minikafka.broker.security.acls import Authorizer
+from minikafka.broker.security.sasl_server import SaslServer
+from minikafka.broker.security.session import SASL_SSL, SSL, KafkaPrincipal, Session
+from minikafka.broker.wire.cluster import ClusterView, Node
+from minikafka.broker.wire.connection import Connection, RequestSlots
+from minikafka.broker.wire.registry import Registry
+from minikafka.broker.wire.services import BrokerServices
+from minikafka.broker.wire.waiters import AppendWaiters
+from minikafka.broker.wiring import make_group_coordinator, make_transaction_coordinator
 from minikafka.coordinator.producer_ids import ProducerIdManager
 from minikafka.coordinator.timers import Timers
 from minikafka.protocol.framing import FrameReceiver
 from minikafka.storage.clock import Clock, ManualClock, SystemClock, next_periodic_run
 from minikafka.storage.manager import LogManager
 
-from .cluster import ClusterView, Node
-from .config import BrokerConfig, ConfigError, Listener, served_listeners
-from .connection import Connection, RequestSlots
-from .debugging import install_debugging
-from .dynamic_config import DynamicConfigStore
-from .groups import make_group_coordinator
-from .handlers import all_handler_modules
-from .registry import Registry
-from .security.acls import Authorizer
-from .security.sasl_server import SaslServer
-from .security.session import SASL_SSL, SSL, KafkaPrincipal, Session
-from .services import BrokerServices
-from .transactions import make_transaction_coordinator
-from .waiters import AppendWaiters
-
 if TYPE_CHECKING:
-    from .admin_http import AdminListener
+    from minikafka.broker.control.admin_http import AdminListener
 
 _log = structlog.get_logger("minikafka.server")
 
@@ -125,7 +126,10 @@ class _NodeListener:
 
 
 def _tls_for(config: BrokerConfig, listener: Listener) -> _Tls:
-    from .security.tls import principal_builder, server_context  # only TLS listeners pay for importing it
+    from minikafka.broker.security.tls import (  # only TLS listeners pay for importing it
+        principal_builder,
+        server_context,
+    )
 
     principal = principal_builder(config.properties, listener.name) if listener.security_protocol == SSL else None
     return _Tls(server_context(config.properties, listener.name), principal)
@@ -250,11 +254,11 @@ class BrokerServer:
             producer_ids=producer_ids, dynamic_configs=dynamic_configs,
             transactions=make_transaction_coordinator(config, logs, producer_ids.allocate, self.clock, groups,
                                                       waiters),
+            metrics=BrokerMetrics(), faults=FaultTable(), crash_points=CrashPoints(kills_process=self.owns_process),
         )
         self.services.sasl = SaslServer.from_config(config.properties, config.data_dir, self.clock.now_ms)
         self.services.authorizer = _authorizer_for(config)
         self.services.node_control = self
-        self.services.crash_points.kills_process = self.owns_process
         self.services.metrics.open_connections = lambda: self.connection_count
         self.services.transactions.crash_point = self.services.crash_points.reach
         self.services.faults.resolve_topic = lambda topic_id: getattr(logs.topic_by_id(topic_id), "name", None)
@@ -263,7 +267,9 @@ class BrokerServer:
         self._schedule_maintenance()
         self._maintenance.start()
         if config.admin_port is not None:
-            from .admin_http import AdminListener  # only a broker serving the admin API pays for importing it
+            from minikafka.broker.control.admin_http import (
+                AdminListener,  # only a broker serving the admin API pays for importing it
+            )
 
             self.admin = AdminListener(self.services, config.admin_host, config.admin_port)
             await self.admin.start()
@@ -280,7 +286,7 @@ class BrokerServer:
     async def _load_coordinators(self, delay_s: float) -> None:
         """Replay `__consumer_offsets`, then `__transaction_state` (completing a Prepare* writes markers to
         groups), in slices between requests, as Kafka loads coordinator partitions in the background; their
-        APIs answer COORDINATOR_LOAD_IN_PROGRESS until then (broker/registry.py)."""
+        APIs answer COORDINATOR_LOAD_IN_PROGRESS until then (broker/wire/registry.py)."""
         assert self.services is not None
         started = time.monotonic()
         if delay_s > 0:

@@ -7,6 +7,6 @@
 Needs the `spark` extra (pyspark, pyarrow, confluent-kafka); see the README section "Spark data source".
 """
 
-from .datasource import MiniKafkaDataSource, register
+from minikafka.pipeline.datasource import MiniKafkaDataSource, register
 
 __all__ = ["MiniKafkaDataSource", "register"]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from minikafka.pipeline.options import SinkOptions, SourceOptions
+from minikafka.pipeline.reading import SPARK_SCHEMA
+from minikafka.pipeline.sink import KafkaBatchWriter, KafkaStreamWriter
+from minikafka.pipeline.source import KafkaBatchReader, KafkaStreamReader
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
@@ -11,11 +15,6 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
 )
 from pyspark.sql.types import StructType
-
-from .options import SinkOptions, SourceOptions
-from .reading import SPARK_SCHEMA
-from .sink import KafkaBatchWriter, KafkaStreamWriter
-from .source import KafkaBatchReader, KafkaStreamReader
 
 
 class MiniKafkaDataSource(DataSource):

@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Iterable
 
-from .options import Failpoint
+from minikafka.pipeline.options import Failpoint
 
 HANG_LIMIT_S = 600.0
 

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
-
-from .options import EARLIEST, LATEST, OptionError
-from .options import OffsetSpec as OffsetOption
+from minikafka.pipeline.options import EARLIEST, LATEST, OptionError
+from minikafka.pipeline.options import OffsetSpec as OffsetOption
 
 TP = tuple[str, int]
 Offsets = dict[TP, int]

@@ -16,8 +16,7 @@ from confluent_kafka import (
     Message,
     TopicPartition,
 )
-
-from .offsets import OffsetRange
+from minikafka.pipeline.offsets import OffsetRange
 
 # The schema of Spark's Kafka source (with its includeHeaders=true layout).
 SPARK_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "

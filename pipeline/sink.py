@@ -18,6 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from minikafka.pipeline.faults import maybe_fail
+from minikafka.pipeline.options import OptionError, SinkOptions
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -25,9 +27,6 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 from pyspark.sql.types import ArrayType, BinaryType, DataType, IntegerType, StringType, StructType
-
-from .faults import maybe_fail
-from .options import OptionError, SinkOptions
 
 log = logging.getLogger(__name__)
 

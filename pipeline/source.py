@@ -10,12 +10,20 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
+from minikafka.pipeline.offsets import (
+    JsonOffsets,
+    OffsetClient,
+    OffsetRange,
+    Offsets,
+    from_json,
+    plan_ranges,
+    rate_limit,
+    to_json,
+)
+from minikafka.pipeline.options import SourceOptions
+from minikafka.pipeline.reading import read_range
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
-
-from .offsets import JsonOffsets, OffsetClient, OffsetRange, Offsets, from_json, plan_ranges, rate_limit, to_json
-from .options import SourceOptions
-from .reading import read_range
 
 
 class KafkaInputPartition(InputPartition):

@@ -20,13 +20,12 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
-
-from .api_keys import ApiKey
-from .encoder import FrameBuffer, writer_for
-from .errors import InvalidRequest
-from .guard import check_request
-from .kio_fixups import describe_transactions_without_negative_times
-from .regions import materialized
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.encoder import FrameBuffer, writer_for
+from minikafka.protocol.errors import InvalidRequest
+from minikafka.protocol.guard import check_request
+from minikafka.protocol.kio_fixups import describe_transactions_without_negative_times
+from minikafka.protocol.regions import materialized
 
 _PEEK = struct.Struct(">hhi")
 _CORRELATION = struct.Struct(">i")

@@ -32,8 +32,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 from kio.serial.errors import OutOfBoundValue
-
-from .regions import FileRegion
+from minikafka.protocol.regions import FileRegion
 
 Writer = Callable[[bytearray, Any], None]
 

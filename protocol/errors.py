@@ -1,7 +1,7 @@
 """Kafka error codes and the exception base every layer raises.
 
 Domain exceptions carry the Kafka error code they map to, so the broker has exactly one place
-(`minikafka.broker.errors.error_code_for`) that turns an exception into a response code.
+(`minikafka.broker.wire.errors.error_code_for`) that turns an exception into a response code.
 """
 
 from __future__ import annotations

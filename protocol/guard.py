@@ -39,8 +39,7 @@ from kio.serial._introspect import (
     get_schema_field_type,
     is_optional,
 )
-
-from .errors import InvalidRequest
+from minikafka.protocol.errors import InvalidRequest
 
 # (frame, position, end of the region the value must lie in, elements seen so far in this request)
 # -> position after the value. The count is a one-item list each request brings, not shared state: the

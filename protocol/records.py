@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import NamedTuple
 
-from .errors import CorruptRecord, UnsupportedCompression
+from minikafka.protocol.errors import CorruptRecord, UnsupportedCompression
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted in batchLength

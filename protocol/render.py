@@ -1,4 +1,4 @@
-"""kio request and response bodies as JSON-ready values, for the flight recorder (broker/recorder.py).
+"""kio request and response bodies as JSON-ready values, for the flight recorder (broker/observe/recorder.py).
 
 Generic over every kio entity: a plan per class, built once from its type hints, says how each field
 is shown. Field names are kio's (Kafka's schema names in snake case); durations that kio turns into
@@ -31,9 +31,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kio.schema.types import TopicName
-
-from .errors import ErrorCode, KafkaError
-from .records import (
+from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.records import (
     CONTROL_FLAG,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -42,7 +41,7 @@ from .records import (
     decode_batch,
     parse_control_record,
 )
-from .regions import FileRegion
+from minikafka.protocol.regions import FileRegion
 
 # Longest `bytes` field value shown in base64; longer ones only by size.
 MAX_BYTES_SHOWN = 256

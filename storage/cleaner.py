@@ -55,13 +55,12 @@ from minikafka.protocol.records import (
     rebuild_batch_raw,
     scan_records,
 )
-
-from .checkpoint import TopicPartition, read_checkpoint, write_checkpoint
-from .clock import Clock
-from .config import LONG_MAX
-from .index import AbortedTxn, TransactionIndex
-from .log import PartitionLog, fsync_dir
-from .segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
+from minikafka.storage.checkpoint import TopicPartition, read_checkpoint, write_checkpoint
+from minikafka.storage.clock import Clock
+from minikafka.storage.config import LONG_MAX
+from minikafka.storage.index import AbortedTxn, TransactionIndex
+from minikafka.storage.log import PartitionLog, fsync_dir
+from minikafka.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 
 _log = structlog.get_logger("minikafka.storage.cleaner")
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from .errors import InvalidConfig
+from minikafka.storage.errors import InvalidConfig
 
 LONG_MAX = 2**63 - 1
 

@@ -2,7 +2,7 @@
 
 Kept in the partition's `leader-epoch-checkpoint` (version 0, a count, then `epoch start_offset` lines),
 rewritten atomically when a new epoch starts. A partition starts at epoch 0 from offset 0; an epoch
-starts when another node becomes the partition's leader (broker/cluster.py), so OffsetForLeaderEpoch can
+starts when another node becomes the partition's leader (broker/wire/cluster.py), so OffsetForLeaderEpoch can
 tell a client where the epoch it last fetched from ended.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from pathlib import Path
 
-from .checkpoint import write_atomically
+from minikafka.storage.checkpoint import write_atomically
 
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 UNDEFINED = -1

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .files import OS_WRITER, FileWriter, write_fully
+from minikafka.storage.files import OS_WRITER, FileWriter, write_fully
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")

@@ -39,14 +39,19 @@ from minikafka.protocol.records import (
     set_partition_leader_epoch,
 )
 from minikafka.protocol.regions import FileRegion
-
-from .config import LogConfig
-from .epochs import LEADER_EPOCH_FILE, LeaderEpochCache
-from .errors import InvalidTimestamp, KafkaStorageError, OffsetOutOfRange, RecordTooLarge, RecordValidationError
-from .files import OS_WRITER, FileWriter
-from .index import AbortedTxn
-from .origin import AppendOrigin
-from .producer_state import (
+from minikafka.storage.config import LogConfig
+from minikafka.storage.epochs import LEADER_EPOCH_FILE, LeaderEpochCache
+from minikafka.storage.errors import (
+    InvalidTimestamp,
+    KafkaStorageError,
+    OffsetOutOfRange,
+    RecordTooLarge,
+    RecordValidationError,
+)
+from minikafka.storage.files import OS_WRITER, FileWriter
+from minikafka.storage.index import AbortedTxn
+from minikafka.storage.origin import AppendOrigin
+from minikafka.storage.producer_state import (
     CompletedTxn,
     InvalidTxnState,
     ProducerAppendInfo,
@@ -54,7 +59,7 @@ from .producer_state import (
     ProducerStateManager,
     VerificationGuard,
 )
-from .segment import (
+from minikafka.storage.segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,

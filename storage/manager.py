@@ -28,14 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
-
-from .checkpoint import TopicPartition, read_checkpoint, write_atomically, write_checkpoint
-from .clock import Clock
-from .config import LogConfig, resolve_log_config
-from .epochs import LEADER_EPOCH_FILE
-from .epochs import encode_checkpoint as encode_epochs
-from .epochs import read_checkpoint as read_epochs
-from .errors import (
+from minikafka.storage.checkpoint import TopicPartition, read_checkpoint, write_atomically, write_checkpoint
+from minikafka.storage.clock import Clock
+from minikafka.storage.config import LogConfig, resolve_log_config
+from minikafka.storage.epochs import LEADER_EPOCH_FILE
+from minikafka.storage.epochs import encode_checkpoint as encode_epochs
+from minikafka.storage.epochs import read_checkpoint as read_epochs
+from minikafka.storage.errors import (
     InvalidPartitions,
     InvalidTopic,
     KafkaStorageError,
@@ -43,11 +42,11 @@ from .errors import (
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
-from .files import OS_WRITER, FileWriter, can_sync_filesystem, sync_filesystem, write_fully
-from .log import PartitionLog
+from minikafka.storage.files import OS_WRITER, FileWriter, can_sync_filesystem, sync_filesystem, write_fully
+from minikafka.storage.log import PartitionLog
 
 if TYPE_CHECKING:
-    from .cleaner import LogCleaner
+    from minikafka.storage.cleaner import LogCleaner
 
 _log = structlog.get_logger("minikafka.storage")
 
@@ -155,7 +154,7 @@ class LogManager:
     def cleaner(self) -> LogCleaner:
         """Compacts cleanup.policy=compact partitions when the broker's periodic job starts it."""
         if self._cleaner is None:
-            from .cleaner import LogCleaner
+            from minikafka.storage.cleaner import LogCleaner
 
             self._cleaner = LogCleaner(self, self.data_dir, self.clock)
             if self._cleaner_stopped:

@@ -26,9 +26,8 @@ from pathlib import Path
 import structlog
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.records import crc32c
-
-from .checkpoint import write_atomically
-from .origin import AppendOrigin
+from minikafka.storage.checkpoint import write_atomically
+from minikafka.storage.origin import AppendOrigin
 
 NO_EPOCH = -1
 NO_SEQUENCE = -1

@@ -28,9 +28,8 @@ from minikafka.protocol.records import (
     is_crc_valid,
 )
 from minikafka.protocol.regions import FileRegion
-
-from .files import OS_WRITER, FileWriter, write_fully, write_parts_fully
-from .index import OffsetIndex, TimeIndex, TransactionIndex
+from minikafka.storage.files import OS_WRITER, FileWriter, write_fully, write_parts_fully
+from minikafka.storage.index import OffsetIndex, TimeIndex, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .broker import Broker, BrokerError, Mode
+    from minikafka.testing.broker import Broker, BrokerError, Mode
 
 __all__ = ["Broker", "BrokerError", "Mode"]
 
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from . import broker
+        from minikafka.testing import broker
 
         return getattr(broker, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -44,14 +44,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
 
 import structlog
-from minikafka.broker.config import BrokerConfig, build_config
-from minikafka.broker.faults import FaultSpecError
-
-from .logroute import route_current_thread, unroute_current_thread
+from minikafka.broker.config.config import BrokerConfig, build_config
+from minikafka.broker.control.faults import FaultSpecError, fault_table
+from minikafka.testing.logroute import route_current_thread, unroute_current_thread
 
 if TYPE_CHECKING:
     from minikafka.broker.server import BrokerServer
-    from minikafka.broker.services import BrokerServices
+    from minikafka.broker.wire.services import BrokerServices
 
 T = TypeVar("T")
 Mode = Literal["inprocess", "process"]
@@ -411,18 +410,18 @@ class Broker:
         spec: dict[str, Any] = {"api": api, "count": count}
         spec.update((key, value) for key, value in optional.items() if value is not None)
         if isinstance(self._running, _InProcessBroker):
-            return self._running.call(lambda server: _services(server).faults.add(spec).to_json(), self.timeout)
+            return self._running.call(lambda server: fault_table(_services(server)).add(spec).to_json(), self.timeout)
         return self._admin("POST", "/faults", spec)["fault"]  # type: ignore[no-any-return]
 
     def faults(self) -> list[dict[str, Any]]:
         """The rules still active, oldest first, each with how often it fired and how often it still will."""
         if isinstance(self._running, _InProcessBroker):
-            return self._running.call(lambda server: _services(server).faults.list(), self.timeout)
+            return self._running.call(lambda server: fault_table(_services(server)).list(), self.timeout)
         return self._admin("GET", "/faults")["faults"]  # type: ignore[no-any-return]
 
     def remove_fault(self, fault_id: int) -> bool:
         if isinstance(self._running, _InProcessBroker):
-            return self._running.call(lambda server: _services(server).faults.remove(fault_id), self.timeout)
+            return self._running.call(lambda server: fault_table(_services(server)).remove(fault_id), self.timeout)
         try:
             self._admin("DELETE", f"/faults/{int(fault_id)}")
         except KeyError:
@@ -432,14 +431,14 @@ class Broker:
     def clear_faults(self) -> int:
         """Remove every rule; returns how many there were."""
         if isinstance(self._running, _InProcessBroker):
-            return self._running.call(lambda server: _services(server).faults.clear(), self.timeout)
+            return self._running.call(lambda server: fault_table(_services(server)).clear(), self.timeout)
         return int(self._admin("DELETE", "/faults")["removed"])
 
     def state(self) -> dict[str, Any]:
         """A JSON-shaped snapshot: topics -> partitions (log start, high watermark, last stable offset, log
         end, segments, producers) and groups (state, generation, members, committed offsets)."""
         if isinstance(self._running, _InProcessBroker):
-            from minikafka.broker.admin_http import state_snapshot
+            from minikafka.broker.control.admin_http import state_snapshot
 
             return self._running.call(lambda server: state_snapshot(_services(server)), self.timeout)
         return self._admin("GET", "/state")
@@ -525,7 +524,9 @@ class Broker:
             raise ValueError(f"limit must be positive, not {limit}")
         if isinstance(self._running, _InProcessBroker):
             def recent(server: BrokerServer) -> list[dict[str, Any]]:
-                recorder = _services(server).recorder
+                from minikafka.broker.observe.recorder import flight_recorder
+
+                recorder = flight_recorder(_services(server))
                 if recorder is None:
                     raise BrokerError("the flight recorder is off (minikafka.trace.ring.size=0)")
                 return recorder.recent(limit, api=api, client_id=client_id, topic=topic)
@@ -543,7 +544,7 @@ class Broker:
         """{"clock": "system" or "manual", "now_ms": the broker's time, "advanced_ms": how far a manual clock
         has been moved (None on the system clock)}."""
         if isinstance(self._running, _InProcessBroker):
-            from minikafka.broker.admin_http import clock_snapshot
+            from minikafka.broker.control.admin_http import clock_snapshot
 
             return self._running.call(lambda server: clock_snapshot(_services(server)), self.timeout)
         return self._admin("GET", "/clock")
@@ -552,7 +553,7 @@ class Broker:
         """The broker's Prometheus metrics in the text format GET /metrics serves (README "Metrics"); parse
         them with prometheus_client.parser.text_string_to_metric_families."""
         if isinstance(self._running, _InProcessBroker):
-            from minikafka.broker.prometheus import render
+            from minikafka.broker.observe.prometheus import render
 
             return self._running.call(lambda server: render(_services(server)).decode(), self.timeout)
         url = self.admin_url
@@ -566,7 +567,7 @@ class Broker:
         it passes (sessions, transactions, expiry, retention, idle connections) before returning; returns
         clock(). A broker on the system clock raises BrokerError."""
         if isinstance(self._running, _InProcessBroker):
-            from minikafka.broker.admin_http import HttpError, advance_clock
+            from minikafka.broker.control.admin_http import HttpError, advance_clock
 
             try:
                 return self._running.call(lambda server: advance_clock(_services(server), ms), self.timeout)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from .broker import Broker, Mode
+    from minikafka.testing.broker import Broker, Mode
 
 _MARKER = "minikafka"
 _MODES = ("inprocess", "process")
@@ -103,7 +103,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
 @pytest.fixture(scope="session")
 def minikafka_session(pytestconfig: pytest.Config) -> Iterator[Broker]:
     """One broker for the session (per xdist worker); share it through unique_topic and unique_group."""
-    from .broker import Broker
+    from minikafka.testing.broker import Broker
 
     with Broker(_ini_config(pytestconfig), mode=_mode(pytestconfig)) as broker:
         pytestconfig.stash[_session_broker_key] = broker
@@ -133,7 +133,7 @@ def minikafka_bootstrap(minikafka_session: Broker) -> str:
 @pytest.fixture
 def minikafka(request: pytest.FixtureRequest) -> Iterator[Broker]:
     """A fresh broker for this test, configured by @pytest.mark.minikafka(config={...}, mode=...)."""
-    from .broker import Broker
+    from minikafka.testing.broker import Broker
 
     settings = _ini_config(request.config)
     mode_override: object = None

@@ -1,5 +1,5 @@
 """A pcap reader for the tests of `--pcap`, written from the formats (libpcap, IPv4, IPv6, TCP) and not
-from broker/pcap.py, so the capture is checked by a second parse besides tshark's."""
+from broker/observe/pcap.py, so the capture is checked by a second parse besides tshark's."""
 
 from __future__ import annotations
 

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.handlers._shared.transactions import client_transaction_version
+from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.errors import error_code_for, translate
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
-
-from ..context import RequestContext
-from ..errors import error_code_for, translate
-from .common import response_of
-from .end_txn import client_transaction_version
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
 VERSIONS = VersionRange(0, 5)

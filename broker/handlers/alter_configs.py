@@ -12,7 +12,7 @@ Behavior:
   resource's whole set of dynamic broker configs (a key left out goes back to the level below), with
   the validation of IncrementalAlterConfigs (INVALID_REQUEST "Cannot update these configs dynamically:
   Set(...)" for a key that cannot change at runtime); persisted and applied at once
-  (broker/dynamic_config.py).
+  (broker/config/dynamic_config.py).
 - Other resource types, GROUP included (Kafka's legacy API never took group configs): INVALID_REQUEST
   ("Unknown resource type N"), as in Kafka.
 """
@@ -21,12 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.config.dynamic_config import invalid_request
+from minikafka.broker.handlers._shared.config_changes import BROKER, TOPIC, alter_each_resource, refuse_null_values
+from minikafka.broker.wire.context import RequestContext
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.storage.errors import UnknownTopicOrPartition
-
-from ..context import RequestContext
-from ..dynamic_config import invalid_request
-from .config_changes import BROKER, TOPIC, alter_each_resource, refuse_null_values
 
 API_KEY = ApiKey.ALTER_CONFIGS
 VERSIONS = VersionRange(0, 2)

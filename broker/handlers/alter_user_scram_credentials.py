@@ -13,12 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from minikafka.protocol.api_keys import ApiKey, VersionRange
-from minikafka.protocol.build import build
-from minikafka.protocol.errors import ErrorCode
-
-from ..context import RequestContext
-from ..security.sasl.scram import (
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.security.sasl.scram import (
     MAX_ITERATIONS,
     MECHANISM_CODES,
     MECHANISMS,
@@ -26,7 +22,10 @@ from ..security.sasl.scram import (
     ScramCredential,
     credential_from_salted_password,
 )
-from .common import response_of
+from minikafka.broker.wire.context import RequestContext
+from minikafka.protocol.api_keys import ApiKey, VersionRange
+from minikafka.protocol.build import build
+from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 VERSIONS = VersionRange(0, 0)

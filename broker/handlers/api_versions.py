@@ -4,7 +4,7 @@ Behavior:
 - Lists exactly the APIs registered in this node's registry, with their advertised ranges.
 - A version newer than 4 never reaches here: the dispatcher answers it at v0 with UNSUPPORTED_VERSION.
 - v3+: supported and finalized features (`metadata.version`, `transaction.version`, `group.version`,
-  `kraft.version`) from broker/features.py: the profile's release and what this broker implements.
+  `kraft.version`) from broker/wire/features.py: the profile's release and what this broker implements.
   v3 leaves out supported features whose minimum is 0, as Kafka does (KAFKA-17011); v4 lists them.
 - Default-valued tagged fields are not written (kio skips them): with nothing finalized, as in the
   2.8-3.2 profiles, the v3+ body ends with an empty tag buffer, which Debian's kcat (librdkafka 2.0.2)
@@ -16,16 +16,15 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.features import CONSUMER_GROUP_HEARTBEAT_KEY, features, supported_for
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.encoder import remember_encoding
 
-from ..context import RequestContext
-from ..features import CONSUMER_GROUP_HEARTBEAT_KEY, features, supported_for
-from .common import response_of
-
 if TYPE_CHECKING:
-    from ..registry import Registry
+    from minikafka.broker.wire.registry import Registry
 
 API_KEY = ApiKey.API_VERSIONS
 VERSIONS = VersionRange(0, 4)

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.authorization import GROUP_OPERATIONS, operations_if
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.handlers._shared.group import coordinator, ownership_error
+from minikafka.broker.wire.context import RequestContext
 from minikafka.coordinator.group.consumer import Assignment, ConsumerGroup
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode
-
-from ..context import RequestContext
-from .authorization import GROUP_OPERATIONS, operations_if
-from .common import response_of
-from .group_common import coordinator, ownership_error
 
 API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 VERSIONS = VersionRange(0, 1)

@@ -17,14 +17,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.handlers._shared.group import client_host, coordinator, ownership_error
+from minikafka.broker.wire.context import RequestContext
 from minikafka.coordinator.group.consumer import Assignment, HeartbeatRequest
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build, ms
 from minikafka.protocol.errors import ErrorCode
-
-from ..context import RequestContext
-from .common import response_of
-from .group_common import client_host, coordinator, ownership_error
 
 API_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
 VERSIONS = VersionRange(0, 1)

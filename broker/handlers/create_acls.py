@@ -11,17 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.acls import NO_AUTHORIZER
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.security.acls import AclBinding, InvalidAcl
+from minikafka.broker.wire.context import RequestContext
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode
 
-from ..context import RequestContext
-from ..security.acls import AclBinding, InvalidAcl
-from .common import response_of
-
 API_KEY = ApiKey.CREATE_ACLS
 VERSIONS = VersionRange(1, 3)
-NO_AUTHORIZER = "No Authorizer is configured."
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

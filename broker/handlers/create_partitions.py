@@ -12,14 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.errors import error_fields
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.errors import InvalidPartitions, UnknownTopicOrPartition
-
-from ..context import RequestContext
-from ..errors import error_fields
-from .common import response_of
 
 API_KEY = ApiKey.CREATE_PARTITIONS
 VERSIONS = VersionRange(0, 3)

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.errors import error_fields
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import ZERO_UUID, build
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.errors import InvalidConfig, InvalidReplicationFactor
-
-from ..context import RequestContext
-from ..errors import error_fields
-from .common import response_of
 
 API_KEY = ApiKey.CREATE_TOPICS
 VERSIONS = VersionRange(2, 7)
@@ -62,7 +61,7 @@ async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[
         "topic_id": meta.topic_id if not validate_only else ZERO_UUID,
         "num_partitions": partitions,
         "replication_factor": replication,
-        # As DescribeConfigs reports them: the dynamic broker defaults count (broker/dynamic_config.py).
+        # As DescribeConfigs reports them: the dynamic broker defaults count (broker/config/dynamic_config.py).
         "configs": services.dynamic_configs.topic_entries(dict(meta.configs), None, include_synonyms=False),
     }
 

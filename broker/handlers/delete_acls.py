@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.acls import NO_AUTHORIZER, acl_filter
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.security.acls import InvalidAcl
+from minikafka.broker.wire.context import RequestContext
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode
-
-from ..context import RequestContext
-from ..security.acls import InvalidAcl
-from .common import response_of
-from .create_acls import NO_AUTHORIZER
-from .describe_acls import acl_filter
 
 API_KEY = ApiKey.DELETE_ACLS
 VERSIONS = VersionRange(1, 3)

@@ -23,15 +23,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.errors import error_fields
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import ZERO_UUID, build
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.errors import InvalidTopic, UnknownTopicOrPartition
 from minikafka.storage.manager import TopicMeta
-
-from ..context import RequestContext
-from ..errors import error_fields
-from .common import response_of
 
 API_KEY = ApiKey.DELETE_TOPICS
 VERSIONS = VersionRange(1, 6)

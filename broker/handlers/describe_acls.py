@@ -10,22 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.acls import NO_AUTHORIZER, acl_filter
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.security.acls import InvalidAcl
+from minikafka.broker.wire.context import RequestContext
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode
 
-from ..context import RequestContext
-from ..security.acls import AclFilter, InvalidAcl
-from .common import response_of
-from .create_acls import NO_AUTHORIZER
-
 API_KEY = ApiKey.DESCRIBE_ACLS
 VERSIONS = VersionRange(1, 3)
-
-
-def acl_filter(entry: Any) -> AclFilter:
-    return AclFilter(entry.resource_type_filter, entry.resource_name_filter, entry.pattern_type_filter,
-                     entry.principal_filter, entry.host_filter, entry.operation, entry.permission_type)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

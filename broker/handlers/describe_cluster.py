@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.authorization import CLUSTER_OPERATIONS, operations_if
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.wire.context import RequestContext
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode
-
-from ..context import RequestContext
-from .authorization import CLUSTER_OPERATIONS, operations_if
-from .common import response_of
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 VERSIONS = VersionRange(0, 1)

@@ -7,7 +7,7 @@ Behavior:
   Unknown topic: UNKNOWN_TOPIC_OR_PARTITION.
 - BROKER (4), this node's id: every broker config with its effective value and source
   (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG);
-  read_only is false for the keys that can be changed at runtime (broker/dynamic_config.py). An empty
+  read_only is false for the keys that can be changed at runtime (broker/config/dynamic_config.py). An empty
   name (the cluster default): only the keys set dynamically there, as Kafka's ConfigHelper. Another
   node's id: INVALID_REQUEST.
 - GROUP (32): Kafka's group configs (GroupConfig), set (GROUP_CONFIG) or the broker's default.
@@ -18,14 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.errors import error_fields
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.errors import UnknownTopicOrPartition
-
-from ..context import RequestContext
-from ..errors import error_fields
-from .common import response_of
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = VersionRange(1, 4)

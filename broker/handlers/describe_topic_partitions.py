@@ -18,16 +18,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.authorization import TOPIC_OPERATIONS
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.handlers._shared.topics import topic_entry
+from minikafka.broker.wire.context import RequestContext
 from minikafka.coordinator.internal_topics import INTERNAL_TOPICS
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import ZERO_UUID, build, nested
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.manager import validate_topic_name
-
-from ..context import RequestContext
-from .authorization import TOPIC_OPERATIONS
-from .common import response_of
-from .metadata import topic_entry
 
 API_KEY = ApiKey.DESCRIBE_TOPIC_PARTITIONS
 VERSIONS = VersionRange(0, 0)

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.security.sasl.scram import MECHANISM_CODES
+from minikafka.broker.security.sasl_server import ScramCredentials
+from minikafka.broker.wire.context import RequestContext
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode
-
-from ..context import RequestContext
-from ..security.sasl.scram import MECHANISM_CODES
-from ..security.sasl_server import ScramCredentials
-from .common import response_of
 
 API_KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
 VERSIONS = VersionRange(0, 0)

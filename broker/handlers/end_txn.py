@@ -16,25 +16,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.handlers._shared.transactions import client_transaction_version
+from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.errors import error_code_for
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
-
-from ..context import RequestContext
-from ..errors import error_code_for
-from .common import response_of
 
 API_KEY = ApiKey.END_TXN
 VERSIONS = VersionRange(0, 5)
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
-
-
-def client_transaction_version(ctx: RequestContext, request_version: int, first_tv2_version: int) -> int:
-    """2 when the request's version is a transaction version 2 one and the broker enabled it, else 0."""
-    enabled = ctx.services.transactions.config.transaction_version >= 2
-    return 2 if enabled and request_version >= first_tv2_version else 0
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -13,7 +13,7 @@ Behavior:
   records; for read_uncommitted that list is null, as in Kafka.
 - An empty partition has empty records, never null: librdkafka rejects a null MessageSet.
 - A partition's slice of REGION_MIN_BYTES (48 KiB) or more is not read here: it stays a region of the
-  segment file, sent with sendfile as Kafka sends FileRecords (broker/connection.py).
+  segment file, sent with sendfile as Kafka sends FileRecords (broker/wire/connection.py).
 - Fetch sessions: none are created (session id 0, KIP-227 "sessionless"), so clients send full
   fetches; an incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND.
 - OFFSET_OUT_OF_RANGE when fetch_offset is below the log start or above the log end.
@@ -36,13 +36,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.common import check_leader_epoch, leader_endpoints, partition_log, response_of
+from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.errors import error_code_for
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build, ms
 from minikafka.protocol.errors import ErrorCode, KafkaError
-
-from ..context import RequestContext
-from ..errors import error_code_for
-from .common import check_leader_epoch, leader_endpoints, partition_log, response_of
 
 API_KEY = ApiKey.FETCH
 VERSIONS = VersionRange(4, 18)

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.handlers._shared.group import coordinator
+from minikafka.broker.wire.cluster import NO_LEADER
+from minikafka.broker.wire.context import RequestContext
 from minikafka.coordinator.hashing import partition_for
 from minikafka.coordinator.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode
-
-from ..cluster import NO_LEADER
-from ..context import RequestContext
-from .common import response_of
-from .group_common import coordinator
 
 API_KEY = ApiKey.FIND_COORDINATOR
 VERSIONS = VersionRange(0, 6)

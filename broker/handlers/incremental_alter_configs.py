@@ -14,7 +14,7 @@ Behavior:
   cannot change at runtime fails the resource with INVALID_REQUEST ("Cannot update these configs
   dynamically: Set(a, b)"), a bad value with INVALID_REQUEST too (Kafka, KAFKA-13609), another
   node's id with INVALID_REQUEST ("Unexpected broker id, expected 1, but received 2"). Persisted and
-  applied at once to the topic defaults (broker/dynamic_config.py).
+  applied at once to the topic defaults (broker/config/dynamic_config.py).
 - GROUP (32) resources: Kafka's group configs (GroupConfig); an unknown key or a value outside the
   broker's group.consumer.*/group.share.* bounds is INVALID_CONFIG. consumer.session.timeout.ms and
   consumer.heartbeat.interval.ms apply to that KIP-848 group from its members' next heartbeat.
@@ -26,12 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from minikafka.protocol.api_keys import ApiKey, VersionRange
-from minikafka.storage.errors import InvalidConfig, UnknownTopicOrPartition
-
-from ..context import RequestContext
-from ..dynamic_config import BROKER_KEYS, GROUP_CONFIGS, invalid_request
-from .config_changes import (
+from minikafka.broker.config.dynamic_config import BROKER_KEYS, GROUP_CONFIGS, invalid_request
+from minikafka.broker.handlers._shared.config_changes import (
     APPEND,
     BROKER,
     BROKER_LOGGER,
@@ -42,6 +38,9 @@ from .config_changes import (
     apply_list_operation,
     refuse_null_values,
 )
+from minikafka.broker.wire.context import RequestContext
+from minikafka.protocol.api_keys import ApiKey, VersionRange
+from minikafka.storage.errors import InvalidConfig, UnknownTopicOrPartition
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 VERSIONS = VersionRange(0, 1)

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.handlers._shared.group import client_host, coordinator, ownership_error
+from minikafka.broker.wire.context import RequestContext
 from minikafka.coordinator.group import JoinGroupRequest
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build, ms
-
-from ..context import RequestContext
-from .common import response_of
-from .group_common import client_host, coordinator, ownership_error
 
 API_KEY = ApiKey.JOIN_GROUP
 VERSIONS = VersionRange(0, 9)

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.common import partition_log, response_of
+from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.errors import error_code_for
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
-
-from ..context import RequestContext
-from ..errors import error_code_for
-from .common import partition_log, response_of
 
 API_KEY = ApiKey.LIST_OFFSETS
 VERSIONS = VersionRange(1, 10)

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.wire.context import RequestContext
 from minikafka.coordinator.transaction.state import STATE_BY_NAME
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode
-
-from ..context import RequestContext
-from .common import response_of
 
 API_KEY = ApiKey.LIST_TRANSACTIONS
 VERSIONS = VersionRange(0, 1)

@@ -13,7 +13,7 @@ Behavior:
   non-zero id there fails the request with INVALID_REQUEST on every topic (Kafka's KafkaApis check),
   a null name echoed as "" since the response cannot carry a null name before v12.
 - Partitions: leader, leader epoch, replicas, ISR (the online replicas; data is stored once) and
-  offline replicas from the cluster view (broker/cluster.py); a partition whose replicas are all down
+  offline replicas from the cluster view (broker/wire/cluster.py); a partition whose replicas are all down
   has leader -1 and LEADER_NOT_AVAILABLE.
 - Authorized operations (v8+, when asked): every operation of the topic (and, v8-10, of the cluster),
   as a Kafka broker without an authorizer answers; unasked they keep the default -2^31.
@@ -27,60 +27,20 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from minikafka.broker.handlers._shared.authorization import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, operations_if
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.handlers._shared.topics import topic_entry
+from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.errors import error_code_for
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import ZERO_UUID, build, nested
-from minikafka.protocol.encoder import forget_encoding, remember_encoding
 from minikafka.protocol.errors import ErrorCode
 from minikafka.storage.manager import TopicMeta
-
-from ..cluster import NO_LEADER
-from ..context import RequestContext
-from ..errors import error_code_for
-from .authorization import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, operations_if
-from .common import response_of
 
 API_KEY = ApiKey.METADATA
 VERSIONS = VersionRange(0, 13)
 # A topic's entry in the answer: a found topic's from the cluster view's derived values, else a dict to build.
 EntryOf = Callable[[TopicMeta], Any]
-
-
-def partition_entries(ctx: RequestContext, meta: TopicMeta, indexes: range) -> list[dict[str, Any]]:
-    """Leader, epoch, replicas and ISR of those partitions (Metadata and DescribeTopicPartitions)."""
-    cluster = ctx.services.cluster
-    partitions = []
-    for index in indexes:
-        state = cluster.partition(meta.name, index)
-        partitions.append({
-            "error_code": ErrorCode.none if state.leader != NO_LEADER else ErrorCode.leader_not_available,
-            "partition_index": index,
-            "leader_id": state.leader,
-            "leader_epoch": state.leader_epoch,
-            "replica_nodes": state.replicas,
-            "isr_nodes": state.isr,
-            "offline_replicas": tuple(r for r in state.replicas if r not in state.isr),
-            # KIP-966: no replica is ever out of the ISR here, so no eligible leader replicas.
-            "eligible_leader_replicas": (),
-            "last_known_elr": (),
-        })
-    return partitions
-
-
-def topic_entry(ctx: RequestContext, meta: TopicMeta, topic_cls: type, indexes: range, operations: int | None) -> Any:
-    """The topic's entry as `topic_cls` with those partitions (Metadata and DescribeTopicPartitions), built and
-    encoded once for as long as the topic (its id, partition count) and its partitions' leadership stay as
-    they are: at 1,000 partitions, building and encoding Metadata's entries anew took about 7 ms of CPU a
-    request."""
-    def entry() -> Any:
-        fields: dict[str, Any] = {"error_code": ErrorCode.none, "name": meta.name, "topic_id": meta.topic_id,
-                                  "is_internal": meta.internal, "partitions": partition_entries(ctx, meta, indexes)}
-        if operations is not None:
-            fields["topic_authorized_operations"] = operations
-        return remember_encoding(build(topic_cls, **fields))
-
-    # The entity class (Metadata's or DescribeTopicPartitions' topic, by version) sets these keys apart.
-    key = (topic_cls, meta.name, meta.topic_id, meta.internal, meta.partitions, indexes, operations)
-    return ctx.services.cluster.derived(key, entry, forget_encoding)
 
 
 def _lookup(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None, allow_create: bool,

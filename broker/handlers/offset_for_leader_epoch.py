@@ -3,7 +3,7 @@
 Behavior: answered from the partition's leader epoch history (storage/epochs.py, Kafka's
 LeaderEpochFileCache.endOffsetFor): the current epoch ends at the log end offset, an older one where
 the next epoch started, a newer or unknown one is UNDEFINED epoch/offset (-1/-1). Epochs start when
-leadership moves between nodes (broker/cluster.py); a partition led by another node is
+leadership moves between nodes (broker/wire/cluster.py); a partition led by another node is
 NOT_LEADER_OR_FOLLOWER. A current_leader_epoch newer than ours is
 UNKNOWN_LEADER_EPOCH, an older one FENCED_LEADER_EPOCH (KIP-320).
 """
@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.common import partition_log, response_of
+from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.errors import error_code_for
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
-
-from ..context import RequestContext
-from ..errors import error_code_for
-from .common import partition_log, response_of
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 VERSIONS = VersionRange(2, 4)

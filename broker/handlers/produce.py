@@ -38,17 +38,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.common import leader_endpoints, partition_log, response_of
+from minikafka.broker.handlers._shared.transactions import client_transaction_version
+from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.errors import CloseConnection, error_fields
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import CorruptRecord, ErrorCode, KafkaError
 from minikafka.protocol.records import MAGIC_OFFSET, MAGIC_V2, BatchHeader, is_crc_valid
 from minikafka.storage.errors import InvalidTopic, RecordValidationError
-
-from ..context import RequestContext
-from ..dispatch import CloseConnection
-from ..errors import error_fields
-from .common import leader_endpoints, partition_log, response_of
-from .end_txn import client_transaction_version
 
 API_KEY = ApiKey.PRODUCE
 VERSIONS = VersionRange(3, 13)

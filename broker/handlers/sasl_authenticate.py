@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.security.sasl import AuthenticationFailed
+from minikafka.broker.security.session import KafkaPrincipal
+from minikafka.broker.wire.context import RequestContext
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode
-
-from ..context import RequestContext
-from ..security.sasl import AuthenticationFailed
-from ..security.session import KafkaPrincipal
-from .common import response_of
 
 API_KEY = ApiKey.SASL_AUTHENTICATE
 VERSIONS = VersionRange(0, 2)

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikafka.broker.handlers._shared.common import response_of
+from minikafka.broker.wire.context import RequestContext
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode
-
-from ..context import RequestContext
-from .common import response_of
 
 API_KEY = ApiKey.SASL_HANDSHAKE
 VERSIONS = VersionRange(1, 1)

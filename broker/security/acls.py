@@ -21,9 +21,8 @@ from dataclasses import asdict, dataclass
 from enum import IntEnum
 from pathlib import Path
 
+from minikafka.broker.security.session import KafkaPrincipal, Session
 from minikafka.storage.checkpoint import write_atomically
-
-from .session import KafkaPrincipal, Session
 
 ACLS_FILE = "acls.json"
 CLUSTER_NAME = "kafka-cluster"

@@ -4,7 +4,7 @@ The checks are Kafka's KafkaApis ones, per API: a request-wide resource (a group
 the cluster) refused fails the whole request with GROUP_AUTHORIZATION_FAILED,
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED or CLUSTER_AUTHORIZATION_FAILED; topics refused get
 TOPIC_AUTHORIZATION_FAILED on their own partitions while the rest of the request is handled (the
-request is split and the answers merged with the fault injector's machinery, broker/faults.py);
+request is split and the answers merged with the fault injector's machinery, broker/control/faults.py);
 listings (Metadata for all topics, ListGroups, ListTransactions) leave out what the principal may not
 DESCRIBE. Handlers stay unaware of ACLs; with no authorizer configured nothing here runs.
 
@@ -20,13 +20,18 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from minikafka.broker.security.acls import CLUSTER_NAME, Authorizer, Operation, ResourceType
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.build import build, nested
+from minikafka.protocol.error_response import error_response
 from minikafka.protocol.errors import ErrorCode
-
-from ..error_response import error_response
-from ..faults import group_ids_of, merge_responses, partition_errors, split_request, transactional_ids_of
-from .acls import CLUSTER_NAME, Authorizer, Operation, ResourceType
+from minikafka.protocol.split import (
+    group_ids_of,
+    merge_responses,
+    partition_errors,
+    split_request,
+    transactional_ids_of,
+)
 
 Handle = Callable[[Any, Any], Awaitable[Any]]
 Check = Callable[[Any, Authorizer, Any, Handle], Awaitable[Any]]

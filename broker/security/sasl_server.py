@@ -24,14 +24,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import structlog
+from minikafka.broker.config.config import ConfigError
+from minikafka.broker.security.sasl import Mechanism
+from minikafka.broker.security.sasl.oauthbearer import OAuthBearerServer
+from minikafka.broker.security.sasl.plain import PlainServer
+from minikafka.broker.security.sasl.scram import MECHANISMS as SCRAM_MECHANISMS
+from minikafka.broker.security.sasl.scram import ScramCredential, ScramServer, credential_from_password
 from minikafka.storage.checkpoint import write_atomically
-
-from ..config import ConfigError
-from .sasl import Mechanism
-from .sasl.oauthbearer import OAuthBearerServer
-from .sasl.plain import PlainServer
-from .sasl.scram import MECHANISMS as SCRAM_MECHANISMS
-from .sasl.scram import ScramCredential, ScramServer, credential_from_password
 
 _log = structlog.get_logger("minikafka.sasl")
 

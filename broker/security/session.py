@@ -3,7 +3,7 @@
 A connection starts as `User:ANONYMOUS` (Kafka's principal for PLAINTEXT, and for SSL without a client
 certificate). TLS sets the principal from the client certificate's subject; SASL sets it once
 SaslAuthenticate succeeds. Until then, on a SASL listener, only ApiVersions, SaslHandshake and
-SaslAuthenticate are served (broker/dispatch.py closes the connection on anything else, as Kafka does).
+SaslAuthenticate are served (broker/wire/dispatch.py closes the connection on anything else, as Kafka does).
 """
 
 from __future__ import annotations

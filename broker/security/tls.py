@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
-
-from ..config import BROKER_CONFIGS, ConfigError
-from .session import ANONYMOUS, SASL_SSL, KafkaPrincipal
+from minikafka.broker.config.config import BROKER_CONFIGS, ConfigError
+from minikafka.broker.security.session import ANONYMOUS, SASL_SSL, KafkaPrincipal
 
 _log = structlog.get_logger("minikafka.tls")
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from minikafka.coordinator.group.metadata import GroupMetadataManager
+from minikafka.coordinator.group.offsets import TopicPartition
+from minikafka.coordinator.group.records import CONSUMER_PROTOCOL_TYPE, consumer_subscription_topics
+from minikafka.coordinator.group.state import Group, GroupState
 from minikafka.protocol.errors import ErrorCode
-
-from .metadata import GroupMetadataManager
-from .offsets import TopicPartition
-from .records import CONSUMER_PROTOCOL_TYPE, consumer_subscription_topics
-from .state import Group, GroupState
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,10 +27,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from minikafka.coordinator.group.metadata import GroupMetadataManager, store_error
+from minikafka.coordinator.group.state import Group, GroupState, JoinResult, Member, SyncResult
 from minikafka.protocol.errors import ErrorCode, KafkaError
-
-from .metadata import GroupMetadataManager, store_error
-from .state import Group, GroupState, JoinResult, Member, SyncResult
 
 _log = logging.getLogger("minikafka.coordinator.group")
 

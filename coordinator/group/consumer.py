@@ -41,9 +41,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from minikafka.coordinator.group.metadata import GroupMetadataManager
 from minikafka.protocol.errors import ErrorCode
-
-from .metadata import GroupMetadataManager
 
 _log = logging.getLogger("minikafka.coordinator.group")
 

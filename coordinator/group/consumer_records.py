@@ -40,9 +40,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from minikafka.protocol.errors import KafkaError
-
-from .consumer import (
+from minikafka.coordinator.group.consumer import (
     STATIC_LEAVE_EPOCH,
     Assignment,
     ClassicMemberMetadata,
@@ -50,8 +48,8 @@ from .consumer import (
     ConsumerMember,
     MemberState,
 )
-from .metadata import GroupMetadataManager, Records
-from .records import (
+from minikafka.coordinator.group.metadata import GroupMetadataManager, Records
+from minikafka.coordinator.group.records import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     CONSUMER_GROUP_MEMBER_METADATA,
     CONSUMER_GROUP_METADATA,
@@ -74,6 +72,7 @@ from .records import (
     encode_consumer_group_value,
     encode_offset_key,
 )
+from minikafka.protocol.errors import KafkaError
 
 _log = logging.getLogger("minikafka.coordinator.group")
 

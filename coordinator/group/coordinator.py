@@ -26,12 +26,9 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from minikafka.protocol.errors import ErrorCode
-
-from ..timers import Timers
-from .admin import GroupAdmin, GroupDescription, GroupListing
-from .classic import ClassicGroupEngine, JoinGroupRequest, SyncGroupRequest
-from .consumer import (
+from minikafka.coordinator.group.admin import GroupAdmin, GroupDescription, GroupListing
+from minikafka.coordinator.group.classic import ClassicGroupEngine, JoinGroupRequest, SyncGroupRequest
+from minikafka.coordinator.group.consumer import (
     ASSIGNORS,
     ConsumerGroup,
     ConsumerGroupConfig,
@@ -39,13 +36,15 @@ from .consumer import (
     HeartbeatRequest,
     HeartbeatResult,
 )
-from .consumer_records import ConsumerGroupRecords
-from .log import OffsetsTopic
-from .metadata import GroupConfig, GroupMetadataManager, OffsetCommit
-from .migration import GroupMigration
-from .offset_manager import FetchedOffset, OffsetMetadataManager
-from .offsets import OffsetStore, TopicPartition
-from .state import Group, JoinResult, SyncResult
+from minikafka.coordinator.group.consumer_records import ConsumerGroupRecords
+from minikafka.coordinator.group.log import OffsetsTopic
+from minikafka.coordinator.group.metadata import GroupConfig, GroupMetadataManager, OffsetCommit
+from minikafka.coordinator.group.migration import GroupMigration
+from minikafka.coordinator.group.offset_manager import FetchedOffset, OffsetMetadataManager
+from minikafka.coordinator.group.offsets import OffsetStore, TopicPartition
+from minikafka.coordinator.group.state import Group, JoinResult, SyncResult
+from minikafka.coordinator.timers import Timers
+from minikafka.protocol.errors import ErrorCode
 
 _log = logging.getLogger("minikafka.coordinator.group")
 

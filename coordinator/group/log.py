@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from minikafka.coordinator.hashing import partition_for
+from minikafka.coordinator.internal_topics import OFFSETS_TOPIC
 from minikafka.protocol.records import (
     NO_PRODUCER_ID,
     DecodedBatch,
@@ -18,9 +20,6 @@ from minikafka.protocol.records import (
     iter_whole_batches,
 )
 from minikafka.storage.origin import AppendOrigin
-
-from ..hashing import partition_for
-from ..internal_topics import OFFSETS_TOPIC
 
 _READ_CHUNK = 1 << 20
 

@@ -21,14 +21,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from minikafka.protocol.errors import ErrorCode, KafkaError
-from minikafka.protocol.records import parse_control_record
-from minikafka.storage.clock import next_periodic_run
-
-from ..timers import Timers
-from .log import OffsetsTopic
-from .offsets import OffsetStore, TopicPartition
-from .records import (
+from minikafka.coordinator.group.log import OffsetsTopic
+from minikafka.coordinator.group.offsets import OffsetStore, TopicPartition
+from minikafka.coordinator.group.records import (
     ConsumerGroupKey,
     GroupKey,
     GroupValue,
@@ -43,7 +38,11 @@ from .records import (
     encode_offset_key,
     encode_offset_value,
 )
-from .state import Group, GroupState, Member
+from minikafka.coordinator.group.state import Group, GroupState, Member
+from minikafka.coordinator.timers import Timers
+from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.records import parse_control_record
+from minikafka.storage.clock import next_periodic_run
 
 _log = logging.getLogger("minikafka.coordinator.group")
 

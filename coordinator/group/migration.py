@@ -34,21 +34,26 @@ import logging
 import uuid
 from typing import Any
 
-from minikafka.protocol.errors import ErrorCode, KafkaError
-
-from .classic import ClassicGroupEngine, JoinGroupRequest, SyncGroupRequest
-from .consumer import ClassicMemberMetadata, ConsumerGroup, ConsumerGroupEngine, ConsumerMember, MemberState
-from .consumer_protocol import (
+from minikafka.coordinator.group.classic import ClassicGroupEngine, JoinGroupRequest, SyncGroupRequest
+from minikafka.coordinator.group.consumer import (
+    ClassicMemberMetadata,
+    ConsumerGroup,
+    ConsumerGroupEngine,
+    ConsumerMember,
+    MemberState,
+)
+from minikafka.coordinator.group.consumer_protocol import (
     MalformedConsumerProtocol,
     decode_assignment,
     decode_subscription,
     encode_assignment,
     subscription_version,
 )
-from .consumer_records import ConsumerGroupRecords
-from .metadata import GroupMetadataManager, group_record
-from .records import CONSUMER_PROTOCOL_TYPE, GroupKey, encode_group_key
-from .state import Group, GroupState, JoinResult, Member, SyncResult
+from minikafka.coordinator.group.consumer_records import ConsumerGroupRecords
+from minikafka.coordinator.group.metadata import GroupMetadataManager, group_record
+from minikafka.coordinator.group.records import CONSUMER_PROTOCOL_TYPE, GroupKey, encode_group_key
+from minikafka.coordinator.group.state import Group, GroupState, JoinResult, Member, SyncResult
+from minikafka.protocol.errors import ErrorCode, KafkaError
 
 _log = logging.getLogger("minikafka.coordinator.group")
 

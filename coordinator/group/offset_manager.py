@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from minikafka.coordinator.group.classic import ClassicGroupEngine
+from minikafka.coordinator.group.metadata import GroupMetadataManager, OffsetCommit
+from minikafka.coordinator.group.offsets import TopicPartition
+from minikafka.coordinator.group.state import Group, GroupState
 from minikafka.protocol.errors import ErrorCode
-
-from .classic import ClassicGroupEngine
-from .metadata import GroupMetadataManager, OffsetCommit
-from .offsets import TopicPartition
-from .state import Group, GroupState
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .records import OffsetValue
+from minikafka.coordinator.group.records import OffsetValue
 
 TopicPartition = tuple[str, int]
 

@@ -1,6 +1,6 @@
 """The group coordinator's timers are the coordinators' shared `Timers` (also driving the
 transaction coordinator's marker retries)."""
 
-from ..timers import Timers
+from minikafka.coordinator.timers import Timers
 
 __all__ = ["Timers"]

@@ -39,17 +39,24 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from minikafka.coordinator.hashing import partition_for
+from minikafka.coordinator.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from minikafka.coordinator.timers import Timers
+from minikafka.coordinator.transaction.log import decode_key, decode_value, encode_key, encode_value, metadata_from
+from minikafka.coordinator.transaction.markers import MarkerWriter
+from minikafka.coordinator.transaction.state import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    SHORT_MAX,
+    TV2,
+    TopicPartition,
+    TxnMetadata,
+    TxnState,
+)
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.records import Record, build_one_record_batch, decode_batch, iter_whole_batches
 from minikafka.storage.errors import UnknownTopicOrPartition
 from minikafka.storage.origin import AppendOrigin
-
-from ..hashing import partition_for
-from ..internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from ..timers import Timers
-from .log import decode_key, decode_value, encode_key, encode_value, metadata_from
-from .markers import MarkerWriter
-from .state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SHORT_MAX, TV2, TopicPartition, TxnMetadata, TxnState
 
 COORDINATOR_EPOCH = 0
 _READ_CHUNK = 1 << 20
@@ -63,7 +70,7 @@ _RETRIABLE_MARKER_ERRORS = frozenset({ErrorCode.kafka_storage_error, ErrorCode.n
                                       ErrorCode.request_timed_out})
 
 # Named points of ending a transaction where a test may make the broker die as kill -9 would (the
-# broker's crash points, broker/crash_points.py): Prepare* appended; the first marker written (with
+# broker's crash points, broker/control/crash_points.py): Prepare* appended; the first marker written (with
 # more partitions, the others not yet); every marker written and Complete* not yet appended.
 CRASH_POINTS = ("after_prepare_commit", "after_prepare_abort", "after_first_marker", "before_complete_commit",
                 "before_complete_abort")

@@ -20,9 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from minikafka.coordinator.transaction.state import NO_PRODUCER_ID, TopicPartition, TxnMetadata, TxnState
 from minikafka.protocol.errors import CorruptRecord
-
-from .state import NO_PRODUCER_ID, TopicPartition, TxnMetadata, TxnState
 
 KEY_VERSION = 0
 _INT16_MAX = 32767

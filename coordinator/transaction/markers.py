@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from minikafka.coordinator.internal_topics import OFFSETS_TOPIC
+from minikafka.coordinator.transaction.state import TopicPartition
 from minikafka.storage.errors import UnknownTopicOrPartition
-
-from ..internal_topics import OFFSETS_TOPIC
-from .state import TopicPartition
 
 
 class MarkerWriter:

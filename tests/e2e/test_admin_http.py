@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from minikafka.broker.admin_http import MAX_BODY_BYTES, MAX_HEAD_BYTES
+from minikafka.broker.control.admin_http import MAX_BODY_BYTES, MAX_HEAD_BYTES
 from minikafka.testing import Broker
 
 from tests.conftest import BrokerProcess

@@ -1,4 +1,4 @@
-"""Fetches of big record sets, which the broker sends from its log files with sendfile (broker/connection.py):
+"""Fetches of big record sets, which the broker sends from its log files with sendfile (broker/wire/connection.py):
 every client reads back exactly what was produced, batch after batch of several hundred KiB in two
 partitions, with consumers whose fetch sizes cut the last batch of an answer short."""
 

@@ -27,11 +27,11 @@ from kio.schema.offset_commit.v9.request import (
 )
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i32, i64
-from minikafka.broker.dump_log import main as dump_log
 from minikafka.coordinator.hashing import partition_for
 from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.errors import ErrorCode
 from minikafka.testing import Broker
+from minikafka.tools.dump_log import main as dump_log
 
 from tests.conftest import BrokerProcess
 from tests.e2e.test_consumer_protocol import _join_request, _wire_heartbeat

@@ -34,7 +34,7 @@ from kio.schema.metadata.v1.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.metadata.v1.response import MetadataResponse
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i16
-from minikafka.broker.pcap import PcapWriter
+from minikafka.broker.observe.pcap import PcapWriter
 from minikafka.protocol.api_keys import api_name
 from minikafka.protocol.codec import decode_request, encode_request, encode_response
 from minikafka.storage.clock import ManualClock

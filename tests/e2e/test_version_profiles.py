@@ -1,5 +1,5 @@
 """Kafka version profiles (`minikafka.kafka.version`): ApiVersions per release over the raw protocol, checked
-against the ranges kafka-python recorded from real brokers (an independent copy of broker/versions.py's
+against the ranges kafka-python recorded from real brokers (an independent copy of broker/config/versions.py's
 source), versions outside the profile refused, and real clients against the 2.8 and 4.0 profiles."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from minikafka.broker.handlers import all_handler_modules
-from minikafka.broker.registry import Registry
+from minikafka.broker.wire.registry import Registry
 from minikafka.protocol.api_keys import ApiKey
 
 from . import corpus

@@ -14,7 +14,7 @@ import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
-from minikafka.broker.config import ConfigError
+from minikafka.broker.config.config import ConfigError
 from minikafka.testing import Broker, Mode
 
 pytestmark = pytest.mark.e2e

@@ -29,7 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.join_group.v5.request import JoinGroupRequest, JoinGroupRequestProtocol
 from kio.schema.sync_group.v3.request import SyncGroupRequest
-from minikafka.broker.config import ConfigError
+from minikafka.broker.config.config import ConfigError
 from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.testing import Broker
 from minikafka.testing.broker import MODES, BrokerError, Mode

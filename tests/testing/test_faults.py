@@ -16,7 +16,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
-from minikafka.broker.faults import FaultSpecError
+from minikafka.broker.control.faults import FaultSpecError
 from minikafka.testing import Broker, Mode
 
 pytestmark = pytest.mark.e2e

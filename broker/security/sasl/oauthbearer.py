@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from . import AuthenticationFailed, Step
+from minikafka.broker.security.sasl import AuthenticationFailed, Step
 
 _SEPARATOR = "\x01"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Mapping
 
-from . import AuthenticationFailed, Step
+from minikafka.broker.security.sasl import AuthenticationFailed, Step
 
 
 class PlainServer:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import AuthenticationFailed, Step
+from minikafka.broker.security.sasl import AuthenticationFailed, Step
 
 MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 # Kafka's ScramMechanism: the wire codes of AlterUserScramCredentials and DescribeUserScramCredentials.

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from minikafka.broker import cluster as cluster_module
-from minikafka.broker.cluster import ClusterView, Node
+from minikafka.broker.wire import cluster as cluster_module
+from minikafka.broker.wire.cluster import ClusterView, Node
 
 
 def _cluster() -> ClusterView:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from minikafka.broker.cluster import ClusterView, Node
+from minikafka.broker.wire.cluster import ClusterView, Node
 
 
 def test_a_one_node_cluster_names_its_node_while_it_is_online() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from minikafka.broker.config import ConfigError, Listener, build_config, env_properties, parse_properties
+from minikafka.broker.config.config import ConfigError, Listener, build_config, env_properties, parse_properties
 
 
 def test_properties_file_syntax() -> None:

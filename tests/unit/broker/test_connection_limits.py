@@ -19,7 +19,7 @@ import structlog.testing
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
 from minikafka.broker import server as server_module
-from minikafka.broker.config import BrokerConfig, ConfigError, build_config
+from minikafka.broker.config.config import BrokerConfig, ConfigError, build_config
 from minikafka.broker.server import BrokerServer, _resolve_overrides
 from minikafka.protocol.codec import decode_response, encode_request
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 from kio.index import load_request_schema
-from minikafka.broker.error_response import error_response
-from minikafka.broker.errors import error_code_for, shown_code
 from minikafka.broker.handlers import all_handler_modules
+from minikafka.broker.wire.errors import error_code_for, shown_code
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import decode_response, encode_response
+from minikafka.protocol.error_response import error_response
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.errors import KafkaStorageError
 

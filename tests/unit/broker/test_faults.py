@@ -9,19 +9,13 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
-from minikafka.broker.config import ConfigError, build_config
-from minikafka.broker.error_response import error_response
-from minikafka.broker.faults import (
-    FaultSpecError,
-    FaultTable,
-    merge_responses,
-    partition_errors,
-    split_request,
-    topic_shape,
-)
+from minikafka.broker.config.config import ConfigError, build_config
+from minikafka.broker.control.faults import FaultSpecError, FaultTable
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import decode_response, encode_response
+from minikafka.protocol.error_response import error_response
 from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.split import merge_responses, partition_errors, split_request, topic_shape
 
 from .test_error_response import ROUTES, populated
 

@@ -1,10 +1,10 @@
-"""broker/features.py: the features ApiVersions reports per profile, and its tie to `transaction.version`."""
+"""broker/wire/features.py: the features ApiVersions reports per profile, and its tie to `transaction.version`."""
 
 from __future__ import annotations
 
 import pytest
-from minikafka.broker.config import ConfigError, build_config
-from minikafka.broker.features import TRANSACTION_VERSION_BUILT, features, supported_for
+from minikafka.broker.config.config import ConfigError, build_config
+from minikafka.broker.wire.features import TRANSACTION_VERSION_BUILT, features, supported_for
 
 
 def test_transaction_version_property_accepts_exactly_what_is_built() -> None:

@@ -23,9 +23,9 @@ import pytest
 import uvloop
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
-from minikafka.broker import connection as connection_module
-from minikafka.broker.config import BrokerConfig
+from minikafka.broker.config.config import BrokerConfig
 from minikafka.broker.server import BrokerServer
+from minikafka.broker.wire import connection as connection_module
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.records import Record, build_batch

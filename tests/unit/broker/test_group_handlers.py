@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 from kio.index import load_request_schema
-from minikafka.broker.cluster import ClusterView, Node
-from minikafka.broker.config import BrokerConfig
-from minikafka.broker.context import RequestContext
-from minikafka.broker.groups import make_group_coordinator
+from minikafka.broker.config.config import BrokerConfig
 from minikafka.broker.handlers import all_handler_modules
 from minikafka.broker.security.session import plaintext_session
+from minikafka.broker.wire.cluster import ClusterView, Node
+from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wiring import make_group_coordinator
 from minikafka.coordinator.group import OffsetCommit
 from minikafka.protocol.build import build
 from minikafka.protocol.codec import encode_response

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from minikafka.broker.admin_http import consumer_assignment
+from minikafka.broker.control.admin_http import consumer_assignment
 
 
 def _assignment(version: int, topics: dict[str, list[int]], user_data: bytes | None = None) -> bytes:

@@ -16,11 +16,11 @@ import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
-from minikafka.broker.config import BrokerConfig
-from minikafka.broker.metrics import LATENCY_BUCKETS_MS, BrokerMetrics, count_error_codes
-from minikafka.broker.observe import ANSWERED, CLOSED, NO_RESPONSE, Exchange
-from minikafka.broker.prometheus import OLDEST_OPEN_TRANSACTIONS, render
+from minikafka.broker.config.config import BrokerConfig
+from minikafka.broker.observe.metrics import LATENCY_BUCKETS_MS, BrokerMetrics, count_error_codes
+from minikafka.broker.observe.prometheus import OLDEST_OPEN_TRANSACTIONS, render
 from minikafka.broker.server import BrokerServer
+from minikafka.broker.wire.hooks import ANSWERED, CLOSED, NO_RESPONSE, Exchange
 from minikafka.coordinator.transaction.state import TxnMetadata, TxnState
 from minikafka.protocol.api_keys import ApiKey, kio_range
 from minikafka.protocol.build import build

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
-from minikafka.broker.config import build_config
+from minikafka.broker.config.config import build_config
 from minikafka.broker.server import BrokerServer
 from minikafka.protocol.codec import decode_response, encode_request
 
@@ -123,7 +123,7 @@ async def test_a_stopped_node_refuses_connections_drops_its_clients_and_comes_ba
     (["advertised.listeners=SSL://example:9093"], "not in listeners"),
 ])
 def test_bad_listener_configs_are_clear_errors(overrides: list[str], message: str) -> None:
-    from minikafka.broker.config import ConfigError
+    from minikafka.broker.config.config import ConfigError
 
     with pytest.raises(ConfigError, match=message):
         build_config(environ={}, overrides=overrides)

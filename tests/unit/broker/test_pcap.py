@@ -1,4 +1,4 @@
-"""broker/pcap.py without a broker: checksums, segmenting, sequence arithmetic, windows, the file, failures.
+"""broker/observe/pcap.py without a broker: checksums, segmenting, sequence arithmetic, windows, the file, failures.
 
 Packets are read back with tests/pcap_reader.py, a parse written from the formats, not from the writer."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import structlog
-from minikafka.broker.pcap import (
+from minikafka.broker.observe.pcap import (
     ACK,
     FIN,
     LINKTYPE_RAW,

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import schema_name_map
-from minikafka.broker.observe import ANSWERED, CLOSED, Exchange
-from minikafka.broker.recorder import FlightRecorder, TraceClosed, iso_time
+from minikafka.broker.observe.recorder import FlightRecorder, TraceClosed, iso_time
+from minikafka.broker.wire.hooks import ANSWERED, CLOSED, Exchange
 from minikafka.protocol.api_keys import ApiKey, api_key_by_name, kafka_api_name
 from minikafka.protocol.build import build
 from minikafka.protocol.records import Compression, ControlType, Record, build_batch, build_control_batch
@@ -164,7 +164,7 @@ def test_every_served_api_renders_as_json(api_key: ApiKey) -> None:
 
 
 def test_past_its_record_budget_the_ring_keeps_no_record_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
-    from minikafka.broker import recorder as recorder_module
+    from minikafka.broker.observe import recorder as recorder_module
 
     monkeypatch.setattr(recorder_module, "RING_MAX_RECORD_BYTES", 0)  # only the newest is kept whole
     records = _transactional_batch() * 2
@@ -186,7 +186,7 @@ def test_past_its_record_budget_the_ring_keeps_no_record_bytes(monkeypatch: pyte
 
 
 def test_a_reduced_exchange_keeps_no_view_of_a_records_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
-    from minikafka.broker import recorder as recorder_module
+    from minikafka.broker.observe import recorder as recorder_module
 
     monkeypatch.setattr(recorder_module, "RING_MAX_RECORD_BYTES", 0)
     buffer = bytearray(_transactional_batch())
@@ -270,7 +270,7 @@ def test_the_ring_is_bounded_and_filters_queries() -> None:
 
 
 def test_the_ring_is_bounded_in_wire_bytes_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    from minikafka.broker import recorder as recorder_module
+    from minikafka.broker.observe import recorder as recorder_module
 
     monkeypatch.setattr(recorder_module, "RING_MAX_WIRE_BYTES", 1000)
     recorder = _recorder(ring_size=100)

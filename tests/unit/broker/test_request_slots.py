@@ -1,10 +1,10 @@
-"""RequestSlots (broker/connection.py): queued.max.requests' bound, with waiters served in arrival order."""
+"""RequestSlots (broker/wire/connection.py): queued.max.requests' bound, with waiters served in arrival order."""
 
 from __future__ import annotations
 
 import asyncio
 
-from minikafka.broker.connection import RequestSlots
+from minikafka.broker.wire.connection import RequestSlots
 
 DEADLINE_S = 5.0
 

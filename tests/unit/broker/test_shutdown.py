@@ -10,7 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
-from minikafka.broker.config import BrokerConfig
+from minikafka.broker.config.config import BrokerConfig
 from minikafka.broker.server import BrokerServer
 from minikafka.protocol.codec import decode_response, encode_request
 

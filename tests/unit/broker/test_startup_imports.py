@@ -19,7 +19,7 @@ _PROBE = r"""
 import asyncio, json, socket, struct, sys
 from pathlib import Path
 
-from minikafka.broker.config import build_config
+from minikafka.broker.config.config import build_config
 from minikafka.broker.server import BrokerServer
 
 
@@ -67,13 +67,13 @@ def test_a_plain_broker_answers_without_the_cleaner_or_the_admin_listener_code(t
     modules = _modules_at_first_answer(tmp_path / "data")
     assert "minikafka.broker.server" in modules and "minikafka.storage.manager" in modules
     assert "minikafka.storage.cleaner" not in modules
-    assert "minikafka.broker.admin_http" not in modules
-    assert "minikafka.broker.inspector" not in modules
+    assert "minikafka.broker.control.admin_http" not in modules
+    assert "minikafka.broker.control.inspector" not in modules
 
 
 def test_the_admin_listener_code_is_imported_when_the_listener_is_configured(tmp_path: Path) -> None:
     modules = _modules_at_first_answer(tmp_path / "data", "admin.listener.port=0")
-    assert "minikafka.broker.admin_http" in modules
+    assert "minikafka.broker.control.admin_http" in modules
     assert "minikafka.storage.cleaner" not in modules
 
 

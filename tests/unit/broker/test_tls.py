@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
-from minikafka.broker.config import BROKER_CONFIGS, ConfigError, build_config, parse_properties
-from minikafka.broker.dynamic_config import BROKER_KEYS, config_entry
+from minikafka.broker.config.config import BROKER_CONFIGS, ConfigError, build_config, parse_properties
+from minikafka.broker.config.dynamic_config import BROKER_KEYS, config_entry
 from minikafka.broker.security.session import ANONYMOUS, KafkaPrincipal
 from minikafka.broker.security.tls import (
     PrincipalMapper,

@@ -17,7 +17,7 @@ import pytest
 import structlog
 from kio.schema.metadata.v11.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.metadata.v12.request import MetadataRequest as MetadataV12
-from minikafka.broker.config import BrokerConfig
+from minikafka.broker.config.config import BrokerConfig
 from minikafka.broker.handlers import metadata
 from minikafka.broker.server import BrokerServer
 from minikafka.protocol.codec import decode_response, encode_request

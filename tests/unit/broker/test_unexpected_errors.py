@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError as ClientError
 from confluent_kafka import Producer
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
-from minikafka.broker.config import BrokerConfig
+from minikafka.broker.config.config import BrokerConfig
 from minikafka.broker.handlers import list_offsets
 from minikafka.broker.server import BrokerServer
 from minikafka.protocol.codec import decode_response, encode_request

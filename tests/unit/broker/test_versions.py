@@ -7,10 +7,10 @@ import asyncio
 from types import ModuleType, SimpleNamespace
 
 import pytest
-from minikafka.broker.config import ConfigError, build_config
+from minikafka.broker.config.config import ConfigError, build_config
+from minikafka.broker.config.versions import KAFKA_API_VERSIONS, NEWEST, limit, profile_defaults, resolve
 from minikafka.broker.handlers import all_handler_modules
-from minikafka.broker.registry import Registry
-from minikafka.broker.versions import KAFKA_API_VERSIONS, NEWEST, limit, profile_defaults, resolve
+from minikafka.broker.wire.registry import Registry
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.errors import ErrorCode, KafkaError
 

@@ -19,7 +19,7 @@ from kio.schema.list_offsets.v8.request import ListOffsetsRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.static.primitive import Records
 from minikafka.broker.handlers import all_handler_modules
-from minikafka.broker.registry import Registry
+from minikafka.broker.wire.registry import Registry
 from minikafka.protocol.codec import decode_request, encode_request
 from minikafka.protocol.errors import InvalidRequest
 from minikafka.protocol.guard import MAX_ARRAY_ELEMENTS_PER_REQUEST, _read_uvarint, check_request

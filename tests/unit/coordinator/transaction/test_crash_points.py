@@ -166,7 +166,7 @@ def test_crash_while_ending_a_transaction(tmp_path: Path, commit: bool, crash_at
 
 @pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
 def test_named_crash_points_sit_between_the_writes(tmp_path: Path, commit: bool) -> None:
-    """The broker's crash points (broker/crash_points.py) are named positions in the write sequence
+    """The broker's crash points (broker/control/crash_points.py) are named positions in the write sequence
     above: the hook is called with each name right after the write it follows, and a hook that does
     not return (the broker kills its process there) leaves disk as a crash at the next write does."""
     clock = ManualClock(START_MS)

@@ -7,11 +7,11 @@ import io
 import json
 from pathlib import Path
 
-from minikafka.broker.txn_log_dump import dump, partition_dirs
 from minikafka.coordinator.hashing import partition_for
 from minikafka.coordinator.transaction.log import encode_key, encode_value, formatter_json
 from minikafka.coordinator.transaction.state import TxnMetadata, TxnState
 from minikafka.protocol.records import ControlType, Record, build_batch, build_control_batch
+from minikafka.tools.txn_log import dump, partition_dirs
 
 
 def line(key: bytes | None, value: bytes | None) -> str:

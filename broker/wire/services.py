@@ -1,0 +1,60 @@
+"""The services a node's handlers use, wired once by the server (the composition root)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from minikafka.broker.config.config import BrokerConfig
+from minikafka.broker.config.dynamic_config import DynamicConfigStore
+from minikafka.broker.wire.cluster import ClusterView, NodeControl
+from minikafka.broker.wire.hooks import Counters, CrashPointSwitch, FaultRules, Observers, Recorder
+from minikafka.broker.wire.registry import Registry
+from minikafka.broker.wire.waiters import AppendWaiters
+from minikafka.coordinator.group import GroupCoordinator
+from minikafka.coordinator.producer_ids import ProducerIdManager
+from minikafka.coordinator.transaction.coordinator import TransactionCoordinator
+from minikafka.storage.clock import Clock
+from minikafka.storage.manager import LogManager, TopicMeta
+
+if TYPE_CHECKING:
+    from minikafka.broker.security.acls import Authorizer
+    from minikafka.broker.security.sasl_server import SaslServer
+
+
+@dataclass(slots=True)
+class BrokerServices:
+    config: BrokerConfig
+    clock: Clock
+    cluster: ClusterView
+    logs: LogManager
+    registry: Registry
+    waiters: AppendWaiters
+    groups: GroupCoordinator
+    producer_ids: ProducerIdManager
+    transactions: TransactionCoordinator
+    # Dynamic broker and group configs (IncrementalAlterConfigs/AlterConfigs), kept in the data dir.
+    dynamic_configs: DynamicConfigStore
+    # The hooks' implementations (broker/observe/metrics.py, broker/control/faults.py and crash_points.py),
+    # plugged in by the server.
+    metrics: Counters
+    faults: FaultRules
+    crash_points: CrashPointSwitch
+    observers: Observers = field(default_factory=Observers)
+    # The flight recorder's ring of recent exchanges (broker/observe/debugging.py); None when turned off.
+    recorder: Recorder | None = None
+    # SASL mechanisms, users and SCRAM credentials (broker/security/sasl_server.py).
+    sasl: SaslServer | None = None
+    # ACLs (broker/security/acls.py); None without `authorizer.class.name`: nothing is checked.
+    authorizer: Authorizer | None = None
+    # Stopping and starting nodes (the server), for the control plane.
+    node_control: NodeControl | None = None
+
+    def auto_create_topic(self, name: str) -> TopicMeta | None:
+        """Create `name` with the broker defaults if auto-creation is on; None otherwise."""
+        if not self.config.auto_create_topics:
+            return None
+        existing = self.logs.topic(name)
+        if existing is not None:
+            return existing
+        return self.logs.create_topic(name, self.config.num_partitions)

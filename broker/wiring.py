@@ -1,0 +1,99 @@
+"""Wiring of the coordinators into a node: broker properties -> their configs, their stdlib logs -> structlog,
+markers from transactions to groups, fetch wake-ups."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from minikafka.broker.config.config import BROKER_CONFIGS, BrokerConfig
+from minikafka.broker.wire.waiters import AppendWaiters
+from minikafka.coordinator.group import GroupConfig, GroupCoordinator
+from minikafka.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
+
+_log = structlog.get_logger("minikafka.transactions")
+
+
+def _int(config: BrokerConfig, key: str) -> int:
+    value = config.properties.get(key, BROKER_CONFIGS[key].default)
+    assert value is not None
+    return int(value)
+
+
+def group_config(config: BrokerConfig) -> GroupConfig:
+    return GroupConfig(
+        offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+        initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+        min_session_timeout_ms=_int(config, "group.min.session.timeout.ms"),
+        max_session_timeout_ms=_int(config, "group.max.session.timeout.ms"),
+        offsets_retention_ms=_int(config, "offsets.retention.ms"),
+        offsets_retention_check_interval_ms=_int(config, "offsets.retention.check.interval.ms"),
+        offset_metadata_max_bytes=_int(config, "offset.metadata.max.bytes"),
+        consumer_session_timeout_ms=_int(config, "group.consumer.session.timeout.ms"),
+        consumer_heartbeat_interval_ms=_int(config, "group.consumer.heartbeat.interval.ms"),
+        consumer_assignors=tuple(
+            name.strip() for name in str(config.properties.get(
+                "group.consumer.assignors", BROKER_CONFIGS["group.consumer.assignors"].default)).split(",")
+            if name.strip()
+        ),
+        consumer_migration_policy=str(config.properties.get(
+            "group.consumer.migration.policy", BROKER_CONFIGS["group.consumer.migration.policy"].default)).lower(),
+    )
+
+
+class _ToStructlog(logging.Handler):
+    """The coordinator layer logs with stdlib logging (it may not import structlog); forward it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        structlog.get_logger(record.name).log(record.levelno, record.getMessage())
+
+
+def _forward_coordinator_logs() -> None:
+    logger = logging.getLogger("minikafka.coordinator")
+    if not any(isinstance(h, _ToStructlog) for h in logger.handlers):
+        logger.addHandler(_ToStructlog())
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
+def make_group_coordinator(config: BrokerConfig, logs: Any, clock: Any) -> GroupCoordinator:
+    """Build the coordinator; the server replays `__consumer_offsets` (`load_steps`) once it is listening,
+    and its timers start with `start()`."""
+    _forward_coordinator_logs()
+    return GroupCoordinator(logs, clock, group_config(config))
+
+
+def _run_soon(job: Callable[[], None]) -> None:
+    """Markers are written right after the EndTxn answer, on the next loop iteration (Kafka's order)."""
+
+    def guarded() -> None:
+        try:
+            job()
+        except Exception:
+            _log.exception("writing transaction markers failed")
+
+    asyncio.get_running_loop().call_soon(guarded)
+
+
+def make_transaction_coordinator(config: BrokerConfig, logs: Any, allocate_producer_id: Callable[[], int],
+                                 clock: Any, groups: Any, waiters: AppendWaiters) -> TransactionCoordinator:
+    """Build the coordinator; the server replays `__transaction_state` (`load_steps`, finishing any Prepare*
+    it finds) once it is listening."""
+    return TransactionCoordinator(
+        logs, allocate_producer_id, clock,
+        TxnConfig(num_partitions=config.transaction_state_log_num_partitions,
+                  max_timeout_ms=config.transaction_max_timeout_ms,
+                  id_expiration_ms=config.transactional_id_expiration_ms,
+                  # Kafka's TransactionLog: TransactionLogValue v1 from transaction.version 1 on
+                  log_value_version=min(config.transaction_version, 1),
+                  transaction_version=config.transaction_version),
+        complete_group_transaction=groups.complete_transaction,
+        notify=waiters.notify,
+        schedule=_run_soon,
+        # Marker retries run on the group coordinator's timers: started with the broker, stopped
+        # on shutdown before the logs are closed.
+        timers=groups.timers,
+    )
