@@ -17,7 +17,8 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.api_keys import ApiKey, kio_range
+from minikafka.protocol.codec import request_schema
 from minikafka.protocol.error_response import error_response
 from minikafka.protocol.errors import ErrorCode
 
@@ -211,3 +212,38 @@ def with_throttle(response: Any, throttle_ms: int) -> Any:
     if not _has_field(_class_of(response), "throttle_time"):
         return response
     return dataclasses.replace(response, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
+
+
+# --- what an API's requests can name, over every version the codec reads ---------------------------------
+
+_GROUP_ID_FIELDS = ("group_id",)
+_TRANSACTIONAL_ID_FIELDS = ("transactional_id", "v3_and_below_transactional_id")
+# APIs that name groups or transactional ids in lists rather than in a field of those names.
+_LISTS_GROUPS = frozenset({ApiKey.FIND_COORDINATOR, ApiKey.OFFSET_FETCH, ApiKey.DESCRIBE_GROUPS,
+                           ApiKey.DELETE_GROUPS})
+_LISTS_TRANSACTIONAL_IDS = frozenset({ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_TRANSACTIONS})
+
+
+def _request_classes(api_key: int) -> list[type]:
+    served = kio_range(api_key)
+    return [request_schema(api_key, version) for version in range(served.min, served.max + 1)]
+
+
+@cache
+def can_name_groups(api_key: int) -> bool:
+    """Whether some version of this API's request names a group id (what group_ids_of reads)."""
+    return api_key in _LISTS_GROUPS or any(_has_field(cls, name) for cls in _request_classes(api_key)
+                                           for name in _GROUP_ID_FIELDS)
+
+
+@cache
+def can_name_transactional_ids(api_key: int) -> bool:
+    """Whether some version of this API's request names a transactional id (what transactional_ids_of reads)."""
+    return api_key in _LISTS_TRANSACTIONAL_IDS or any(_has_field(cls, name) for cls in _request_classes(api_key)
+                                                      for name in _TRANSACTIONAL_ID_FIELDS)
+
+
+@cache
+def can_name_topics(api_key: int) -> bool:
+    """Whether some version of this API's request lists topics that split_request can cut by."""
+    return any(topic_shape(cls) is not None for cls in _request_classes(api_key))

@@ -30,7 +30,15 @@ from minikafka.broker.wire.hooks import DROP_AFTER, DROP_BEFORE, FaultHit
 from minikafka.broker.wire.services import BrokerServices
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
-from minikafka.protocol.split import TopicResolver, group_ids_of, split_request, transactional_ids_of
+from minikafka.protocol.split import (
+    TopicResolver,
+    can_name_groups,
+    can_name_topics,
+    can_name_transactional_ids,
+    group_ids_of,
+    split_request,
+    transactional_ids_of,
+)
 
 _log = structlog.get_logger("minikafka.faults")
 
@@ -169,7 +177,20 @@ def parse_rule(spec: Mapping[str, Any], rule_id: int) -> FaultRule:
         raise FaultSpecError("partition: needs topic")
     if rule.error is not None and rule.drop == DROP_AFTER:
         raise FaultSpecError("drop=after needs the request handled, which error prevents; use one of them")
+    _check_filters_can_match(rule)
     return rule
+
+
+def _check_filters_can_match(rule: FaultRule) -> None:
+    """Refuse a filter the rule's API never carries (group_id on Metadata): such a rule would never fire."""
+    api = kafka_api_name(rule.api_key)
+    if rule.group_id is not None and not can_name_groups(rule.api_key):
+        raise FaultSpecError(f"group_id: {api} requests name no group, so this rule could never match")
+    if rule.transactional_id is not None and not can_name_transactional_ids(rule.api_key):
+        raise FaultSpecError(f"transactional_id: {api} requests name no transactional id, so this rule could "
+                             "never match")
+    if rule.topic is not None and not can_name_topics(rule.api_key):
+        raise FaultSpecError(f"topic: {api} requests name no topic, so this rule could never match")
 
 
 # --- the table -------------------------------------------------------------------------------------

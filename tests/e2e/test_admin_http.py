@@ -144,6 +144,10 @@ def test_kafkajs_injects_a_fault_with_fetch_and_produces_through_it(broker: Brok
     ("POST", "/faults", b'{"api": "Produce", "error": 6, "colour": "red"}', 400, "unknown field"),
     ("POST", "/faults", b'{"api": "Produce", "error": 6, "count": "3"}', 400, "count"),
     ("POST", "/faults", b'{"api": "Produce", "error": 6, "topic": 7}', 400, "topic"),
+    # A filter the API never carries could never fire: refused instead of kept as a silent no-op.
+    ("POST", "/faults", b'{"api": "Metadata", "error": 15, "group_id": "billing"}', 400, "could never match"),
+    ("POST", "/faults", b'{"api": "Fetch", "error": 6, "transactional_id": "t1"}', 400, "could never match"),
+    ("POST", "/faults", b'{"api": "Heartbeat", "error": 6, "topic": "orders"}', 400, "could never match"),
     ("POST", "/faults", "\udcff".encode("utf-8", "surrogatepass"), 400, "not JSON"),
     ("GET", "/nowhere", None, 404, "no such resource"),
     ("GET", "/faults/12345", None, 404, "no fault rule"),

@@ -131,3 +131,26 @@ def test_admin_listener_config() -> None:
     for bad in ("70000", "-1", "port"):
         with pytest.raises(ConfigError, match=r"admin\.listener\.port"):
             build_config(overrides=[f"admin.listener.port={bad}"], environ={})
+
+
+@pytest.mark.parametrize(("spec", "field"), [
+    ({"api": "Metadata", "error": 15, "group_id": "billing"}, "group_id"),
+    ({"api": "ListGroups", "error": 15, "group_id": "billing"}, "group_id"),
+    ({"api": "Fetch", "error": 6, "transactional_id": "t1"}, "transactional_id"),
+    ({"api": "Heartbeat", "error": 6, "topic": "orders"}, "topic"),
+    ({"api": "EndTxn", "error": 6, "topic": "orders", "partition": 0}, "topic"),
+])
+def test_a_filter_the_api_never_carries_is_refused(spec: dict[str, Any], field: str) -> None:
+    with pytest.raises(FaultSpecError, match=f"^{field}: .*could never match"):
+        FaultTable().add(spec)
+
+
+@pytest.mark.parametrize("spec", [
+    {"api": "FindCoordinator", "error": 15, "group_id": "billing"},  # named in the key (or coordinator_keys)
+    {"api": "OffsetFetch", "error": 15, "group_id": "billing"},  # v8+: a list of groups
+    {"api": "AddOffsetsToTxn", "error": 51, "group_id": "billing", "transactional_id": "t1"},
+    {"api": "Produce", "error": 6, "transactional_id": "t1", "topic": "orders"},
+    {"api": "DescribeTransactions", "error": 15, "transactional_id": "t1"},
+])
+def test_filters_the_api_can_carry_are_kept(spec: dict[str, Any]) -> None:
+    assert FaultTable().add(spec).fired == 0
