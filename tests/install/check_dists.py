@@ -18,7 +18,7 @@ import zipfile
 from email.parser import HeaderParser
 from pathlib import Path, PurePosixPath
 
-LAYERS = ("protocol", "storage", "coordinator", "broker", "pipeline", "testing")
+LAYERS = ("protocol", "storage", "coordinator", "tools", "broker", "pipeline", "testing")
 # Beyond the packages, what `setup.py sdist` output must carry to build the wheel again.
 SDIST_BUILD_INPUTS = ("pyproject.toml", "setup.py", "README.md", "PKG-INFO")
 LICENSE_EXPRESSION = "Apache-2.0"

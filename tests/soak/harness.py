@@ -692,8 +692,10 @@ def unpack_code(revision: str, target: Path) -> tuple[str, Path]:
     archive = subprocess.run(["git", "-C", str(repository), "archive", commit], capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
     (package / "__init__.py").touch()
-    for name in ("protocol", "storage", "coordinator", "broker", "pipeline"):
-        (package / name).symlink_to(source / name)
+    # tools/ exists from the house's layout on; older commits lack it.
+    for name in ("protocol", "storage", "coordinator", "tools", "broker", "pipeline"):
+        if (source / name).is_dir():
+            (package / name).symlink_to(source / name)
     where = subprocess.run([sys.executable, "-c", "import minikafka.broker as b; print(b.__file__)"],
                            env={**os.environ, "PYTHONPATH": str(package.parent)},
                            capture_output=True, text=True, check=True).stdout.strip()
