@@ -510,35 +510,40 @@ class BrokerServer:
                 del self._connections_per_ip[ip]
             self._slot_freed.set()
 
-    def _periodic_jobs(self) -> list[tuple[str, int, Callable[[], object]]]:
-        """(name, interval in ms, job) for the background maintenance; services are looked up when a job
-        runs, not when it is scheduled."""
+    def _periodic_jobs(self) -> list[tuple[str, int, int, Callable[[], object]]]:
+        """(name, first delay in ms, interval in ms, job) for the background maintenance; services are looked
+        up when a job runs, not when it is scheduled.
+
+        Kafka's LogManager delays its scheduled tasks (retention, checkpoints) by log.initial.task.delay.ms,
+        but its cleaner threads start with the broker and look for a cleanable log at once, then every
+        log.cleaner.backoff.ms: so a compacted topic created just after start is cleaned within a backoff."""
         config = self.config
 
         def services() -> BrokerServices:
             assert self.services is not None
             return self.services
 
-        cleaner = [("log cleaner", config.log_cleaner_backoff_ms,
+        delay = config.initial_task_delay_ms
+        cleaner = [("log cleaner", 0, config.log_cleaner_backoff_ms,
                     lambda: services().logs.start_cleaning(config.cleaner_crash_point))]
         return [
             *(cleaner if config.log_cleaner_enable else []),
-            ("retention", config.retention_check_interval_ms, lambda: services().logs.run_retention()),
-            ("checkpoint", config.checkpoint_interval_ms, lambda: services().logs.checkpoint()),
-            ("producer expiry", config.producer_id_expiration_check_interval_ms,
+            ("retention", delay, config.retention_check_interval_ms, lambda: services().logs.run_retention()),
+            ("checkpoint", delay, config.checkpoint_interval_ms, lambda: services().logs.checkpoint()),
+            ("producer expiry", delay, config.producer_id_expiration_check_interval_ms,
              lambda: services().logs.remove_expired_producers(config.producer_id_expiration_ms)),
-            ("transaction timeouts", config.transaction_abort_interval_ms,
+            ("transaction timeouts", delay, config.transaction_abort_interval_ms,
              lambda: services().transactions.abort_timed_out()),
-            ("transactional id expiry", config.transaction_expire_interval_ms,
+            ("transactional id expiry", delay, config.transaction_expire_interval_ms,
              lambda: services().transactions.expire_idle()),
         ]
 
     def _schedule_maintenance(self) -> None:
-        """Each periodic job on its own interval after Kafka's initial task delay (KafkaScheduler's fixed
-        delay), and the idle-connection check apart from them, from the start."""
+        """Each periodic job on its own interval after its first delay (KafkaScheduler's fixed delay), and
+        the idle-connection check apart from them, from the start."""
         now = self.clock.now_ms()
-        for name, interval_ms, job in self._periodic_jobs():
-            self._schedule_periodic(name, now + self.config.initial_task_delay_ms, interval_ms, job)
+        for name, first_delay_ms, interval_ms, job in self._periodic_jobs():
+            self._schedule_periodic(name, now + first_delay_ms, interval_ms, job)
         self._maintenance.schedule("idle connections", now + self.config.connections_max_idle_ms,
                                    self._check_idle_connections)
 

@@ -607,6 +607,8 @@ class LogManager:
     def start_cleaning(self, crash_point: str | None = None) -> None:
         """The broker's log cleaner job (log.cleaner.backoff.ms): compact what is due, in the
         background on the event loop. `crash_point` (minikafka.cleaner.crash.point) is a test hook."""
+        if self._cleaner is None and not any(log.config.compact for log in self._logs.values()):
+            return  # nothing to compact: the cleaner's code loads with the first compacted log
         self.cleaner.crash_point_name = crash_point
         self.cleaner.start()
 

@@ -21,9 +21,11 @@ from minikafka.testing import Broker
 from tests.e2e.helpers import create_topic, transactional_producer
 from tests.e2e.test_raw_protocol import Wire, _produce
 
-# The cleaner job's first run waits log.initial.task.delay.ms like every periodic job; then it runs
-# every log.cleaner.backoff.ms. One advance past both starts a cleaning.
+# The cleaner job looks for a cleanable log at start and then every log.cleaner.backoff.ms (15 s), as
+# Kafka's cleaner threads do; log.initial.task.delay.ms (30 s) delays only the other periodic jobs. One
+# advance past both is certain to start a cleaning.
 CLEANER_DUE_MS = 30_000 + 15_000
+CLEANER_BACKOFF_MS = 15_000
 SEGMENT_BYTES = 4096
 COMPACTED = {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES), "min.cleanable.dirty.ratio": "0.01"}
 MANUAL = {"minikafka.clock": "manual"}
@@ -137,6 +139,21 @@ def test_consumer_from_offset_zero_sees_the_last_value_per_key_with_gaps(broker:
     assert rows[-1][1] == b"sentinel"
 
 
+def test_a_fresh_broker_compacts_within_one_cleaner_backoff(broker: Broker) -> None:
+    """librdkafka's 0077: a compacted topic made just after start is cleaned within one backoff, before
+    log.initial.task.delay.ms has passed (which Kafka applies to retention and flushes, not the cleaner)."""
+    topic = _name("fresh")
+    create_topic(broker.bootstrap_servers, topic, config={**COMPACTED, "max.compaction.lag.ms": "100"})
+    items = [(b"key-%02d" % (i % 5), b"value-%04d" % i) for i in range(200)]
+    produce_keyed(broker.bootstrap_servers, topic, items)
+    roll_with_sentinel(broker.bootstrap_servers, topic)
+    assert len(read_to_end(broker.bootstrap_servers, topic)) == len(items) + 1
+
+    broker.advance_clock(CLEANER_BACKOFF_MS)
+    rows = wait_for(lambda: _compacted(read_to_end(broker.bootstrap_servers, topic), 5), "the cleaned topic")
+    assert {key: value for _offset, key, value in rows[:-1]} == expected_last(items)
+
+
 def test_transactions_on_a_compacted_topic(broker: Broker) -> None:
     bootstrap = broker.bootstrap_servers
     topic = _name("compacted-txn")
@@ -210,6 +227,8 @@ def test_kill_9_in_the_middle_of_a_cleaning_leaves_the_data_readable(point: str)
         assert "cleaner crash point reached" in broker.logs()
 
         del broker.config["minikafka.cleaner.crash.point"]
+        # First what recovery alone leaves: the cleaner's pass at start would write temporary files of its own.
+        broker.config["log.cleaner.enable"] = "false"
         broker.start()
         after = read_to_end(broker.bootstrap_servers, topic)
         # Readable, each key's last value there, nothing written was lost or moved.
@@ -219,7 +238,9 @@ def test_kill_9_in_the_middle_of_a_cleaning_leaves_the_data_readable(point: str)
         assert after[-1] == before[-1]
         data_dir = broker.data_dir
         assert not [p for p in data_dir.rglob("*") if p.name.endswith((".cleaned", ".swap"))]
-        # And the cleaning finishes after the restart.
+        # And the cleaning finishes after a restart with the cleaner on.
+        del broker.config["log.cleaner.enable"]
+        broker.restart()
         broker.advance_clock(CLEANER_DUE_MS)
         rows = wait_for(lambda: _compacted(read_to_end(broker.bootstrap_servers, topic), 15), "the cleaned topic")
         assert {k: v for _o, k, v in rows[:-1]} == expected_last(items)
