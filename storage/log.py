@@ -640,18 +640,29 @@ class PartitionLog:
         self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
 
     def apply_retention(self, now_ms: int) -> int:
-        """Delete whole non-active segments past retention.ms or beyond retention.bytes."""
+        """Delete whole segments past retention.ms or beyond retention.bytes, oldest first, as Kafka's
+        deleteOldSegments does: the active one too once it qualifies and holds data, after rolling a new
+        empty segment at the log end (so the end offset stays and the log start moves to it); never a
+        segment whose records are not all below the high watermark."""
         deleted = 0
         config = self.config
         if not config.delete:
             # cleanup.policy=compact alone: only the cleaner removes data (Kafka's deleteOldSegments).
             return 0
-        while len(self.segments) > 1:
+        for _ in range(len(self.segments)):
             oldest = self.segments[0]
+            active = len(self.segments) == 1
+            if active and oldest.size == 0:
+                break
+            following_base = self.log_end_offset if active else self.segments[1].base_offset
+            if self.high_watermark < following_base:
+                break
             expired = config.retention_ms >= 0 and now_ms - oldest.largest_timestamp() > config.retention_ms
             oversized = config.retention_bytes >= 0 and self.size_bytes - oldest.size >= config.retention_bytes
             if not (expired or oversized):
                 break
+            if active:
+                self.roll(now_ms)
             self._delete_oldest()
             deleted += 1
         if deleted:

@@ -158,14 +158,23 @@ def test_roll_by_time_uses_the_first_batch_timestamp(tmp_path: Path) -> None:
 
 def test_retention_by_time_and_bytes(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0", LogConfig(segment_bytes=200, retention_ms=10_000))
-    for i in range(6):
+    for i in range(5):
         log.append(batch([b"v" * 100], ts=NOW + i), NOW)
+    log.append(batch([b"v" * 100], ts=NOW + 15_000), NOW)  # the active segment's record, younger
     segments = len(log.segments)
     assert log.apply_retention(NOW + 5_000) == 0
     assert log.apply_retention(NOW + 20_000) == segments - 1
     assert log.log_start_offset == log.segments[0].base_offset == 5
     with pytest.raises(OffsetOutOfRange):
         log.read(0, 100)
+    # Once the active segment's records expire too, Kafka rolls an empty segment at the log end and
+    # deletes the expired one: nothing is served, and the offsets go on where they were.
+    assert log.apply_retention(NOW + 30_000) == 1
+    assert log.log_start_offset == log.log_end_offset == 6
+    assert [segment.base_offset for segment in log.segments] == [6]
+    assert log.apply_retention(NOW + 40_000) == 0  # an empty active segment is never deleted
+    log.append(batch([b"w"], ts=NOW + 40_000), NOW + 40_000)
+    assert read_values(log, 6)[0][0] == 6
     sized = open_log(tmp_path / "u-0", LogConfig(segment_bytes=200, retention_bytes=400))
     for _ in range(6):
         sized.append(batch([b"v" * 100]), NOW)
