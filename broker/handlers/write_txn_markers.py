@@ -1,4 +1,4 @@
-"""WriteTxnMarkers: v1-2.
+"""WriteTxnMarkers: v1.
 
 Behavior: for each marker, writes a COMMIT or ABORT control batch to every listed partition led by
 this node. A data partition closes the producer's open transaction there (an abort is recorded in
@@ -8,7 +8,8 @@ staged. The transaction coordinator writes its markers through the same writer
 transactions (kafka-transactions.sh abort), as in Kafka.
 Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, PRODUCER_FENCED for an older epoch,
 TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch.
-Version notes: v2 (KIP-1228) adds transaction_version; TV2 epoch rules are not implemented yet.
+Version notes: v2 (KIP-1228, which adds transaction_version) is not served, though kio reads it:
+TV2 epoch rules are not implemented yet.
 """
 
 from __future__ import annotations
