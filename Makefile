@@ -1,9 +1,10 @@
 # minikafka: `make run` starts the broker on 127.0.0.1:9092 (data in ./data); `make test` runs the tests.
 # Everything but apt packages (kcat; see .ci/run) is set up on demand: .venv via pip, kafkajs via npm.
-# `make run` installs only what serving needs (`pip install -e .`); the test, lint, bench, load, soak and
-# fuzz targets add the dev extra, and `make test`, `make lint` (mypy reads pipeline/'s pyspark types),
-# `make test-spark` and `make pipeline` the spark extra. One stamp per extra set in .venv records what is
-# installed, so a target adds only what is missing and never reinstalls what another target installed.
+# `make run` installs only what serving needs (`pip install -e .`). test, unit, e2e, lint, bench, load,
+# soak, fuzz, fuzz-corpus and test-spark add the dev extra; test (it collects tests/spark too), lint (mypy
+# reads pipeline/'s pyspark types), test-spark and pipeline add the spark extra; install-check needs no
+# .venv. A stamp per extra set in .venv records what is installed: a target whose set is covered installs
+# nothing, and one that needs more has pip add only the missing dependencies.
 PYTHON ?= python3
 NPM ?= npm
 VENV ?= .venv
