@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import pytest
 from minikafka.testing import Broker
 
+pytestmark = pytest.mark.e2e
+
 RUN_TIMEOUT_S = 60
 
 
