@@ -1,10 +1,22 @@
 # minikafka: `make run` starts the broker on 127.0.0.1:9092 (data in ./data); `make test` runs the tests.
 # Everything but apt packages (kcat; see .ci/run) is set up on demand: .venv via pip, kafkajs via npm.
+# `make run` installs only what serving needs (`pip install -e .`). test, unit, e2e, lint, bench, load,
+# soak, fuzz, fuzz-corpus and test-spark add the dev extra; test (it collects tests/spark too), lint (mypy
+# reads pipeline/'s pyspark types), test-spark and pipeline add the spark extra; install-check needs no
+# .venv. A stamp per extra set in .venv records what is installed: a target whose set is covered installs
+# nothing, and one that needs more has pip add only the missing dependencies.
 PYTHON ?= python3
 NPM ?= npm
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+PIP_INSTALL := $(BIN)/python -m pip install -q --disable-pip-version-check
+# pip itself is upgraded once, when the venv is made.
+MAKE_VENV := test -x $(BIN)/python || { $(PYTHON) -m venv $(VENV) && $(PIP_INSTALL) --upgrade pip; }
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
+SPARK_STAMP := $(VENV)/.installed-spark
+# Both extras. Venvs made before the split have only this stamp, which meant the same.
+ALL_STAMP := $(VENV)/.installed
 JS_DIR := tests/e2e/js
 JS_STAMP := $(JS_DIR)/node_modules/.installed
 HOST ?= 127.0.0.1
@@ -23,13 +35,28 @@ MYPY_TREE := .mypy-src
 
 .PHONY: venv run test unit e2e lint bench load js install-check soak fuzz fuzz-corpus clean pipeline test-spark
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,spark]'
-	touch $(STAMP)
+# Each installing stamp also touches the stamps of the smaller sets it covers.
+$(RUN_STAMP): pyproject.toml
+	$(MAKE_VENV)
+	$(PIP_INSTALL) -e .
+	touch $@
 
-venv: $(STAMP)
+$(DEV_STAMP): pyproject.toml
+	$(MAKE_VENV)
+	$(PIP_INSTALL) -e '.[dev]'
+	touch $(RUN_STAMP) $@
+
+$(SPARK_STAMP): pyproject.toml
+	$(MAKE_VENV)
+	$(PIP_INSTALL) -e '.[spark]'
+	touch $(RUN_STAMP) $@
+
+$(ALL_STAMP): pyproject.toml
+	$(MAKE_VENV)
+	$(PIP_INSTALL) -e '.[dev,spark]'
+	touch $(RUN_STAMP) $(DEV_STAMP) $(SPARK_STAMP) $@
+
+venv: $(ALL_STAMP)
 
 # package-lock.json is committed, so `npm ci` installs exactly kafkajs 2.2.4.
 $(JS_STAMP): $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
@@ -38,19 +65,19 @@ $(JS_STAMP): $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
 
 js: $(JS_STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/minikafka serve --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR)
 
-test: $(STAMP) $(JS_STAMP)
+test: $(ALL_STAMP) $(JS_STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-unit: $(STAMP)
+unit: $(DEV_STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit $(PYTEST_ARGS)
 
-e2e: $(STAMP) $(JS_STAMP)
+e2e: $(DEV_STAMP) $(JS_STAMP)
 	$(BIN)/pytest -q -p no:cacheprovider tests/e2e $(PYTEST_ARGS)
 
-lint: $(STAMP)
+lint: $(ALL_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	rm -rf $(MYPY_TREE) && mkdir -p $(MYPY_TREE)/minikafka
@@ -58,7 +85,7 @@ lint: $(STAMP)
 	cd $(MYPY_TREE) && MYPYPATH=. ../$(BIN)/mypy --config-file ../pyproject.toml --cache-dir ../.mypy_cache \
 		$(foreach package,$(MYPY_PACKAGES),-p minikafka.$(package))
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(BIN)/python bench/bench.py $(BENCH_ARGS)
 	$(BIN)/python bench/curves.py $(CURVES_ARGS)
 	$(BIN)/python bench/startup.py
@@ -73,7 +100,7 @@ bench: $(STAMP)
 # Hostile load (figures printed, never asserted): many connections, a client that never reads,
 # connections dropped mid-request.
 LOAD_ARGS ?=
-load: $(STAMP)
+load: $(DEV_STAMP)
 	$(BIN)/python bench/load.py $(LOAD_ARGS)
 
 # Crash soak (not in CI; about 8 s a cycle): real clients write, the broker is killed with -9 and
@@ -81,7 +108,7 @@ load: $(STAMP)
 CYCLES ?= 200
 SEED ?= 1
 SOAK_ARGS ?=
-soak: $(STAMP)
+soak: $(DEV_STAMP)
 	$(BIN)/python -m tests.soak.harness --cycles $(CYCLES) --seed $(SEED) $(SOAK_ARGS)
 
 # Fuzz a broker subprocess with mutated client frames (not in CI; `make test` runs 4,000 frames); prints
@@ -89,10 +116,10 @@ soak: $(STAMP)
 # the last frames before a crash land in fuzz-replays/. `make fuzz-corpus` re-records the corpus.
 FRAMES ?= 1000000
 FUZZ_ARGS ?=
-fuzz: $(STAMP)
+fuzz: $(DEV_STAMP)
 	$(BIN)/python -m tests.fuzz.harness run --frames $(FRAMES) --seed $(SEED) $(FUZZ_ARGS)
 
-fuzz-corpus: $(STAMP) $(JS_STAMP)
+fuzz-corpus: $(DEV_STAMP) $(JS_STAMP)
 	$(BIN)/python -m tests.fuzz.recorder
 
 # Builds the wheel and the sdist, installs each into a fresh venv outside the checkout and runs a
@@ -102,10 +129,10 @@ install-check:
 	PYTHON=$(PYTHON) BUILD_PYTHON=$(abspath $(BIN))/python bash tests/install/check_install.sh
 
 # Spark (needs Java 17): the example pipeline starts its own broker on a free port with a temp data dir.
-pipeline: $(STAMP)
+pipeline: $(SPARK_STAMP)
 	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/python -m minikafka.pipeline.example $(PIPELINE_ARGS)
 
-test-spark: $(STAMP)
+test-spark: $(ALL_STAMP)
 	SPARK_LOCAL_IP=127.0.0.1 $(BIN)/pytest -q -p no:cacheprovider -m spark tests/spark $(PYTEST_ARGS)
 
 clean:

@@ -86,6 +86,8 @@ _TOOLS = {
     "txn-log": ("txn_log", "print __transaction_state as Kafka's TransactionLogMessageFormatter does"),
     # Over the admin listener: the nodes of a multi-node broker, and failover drills.
     "cluster": ("cluster", "nodes, leaders, stopping nodes and moving leaders"),
+    # Over the wire: one ApiVersions request, exit 0 when the broker serves (container health checks).
+    "probe": ("probe", "is a broker serving? one ApiVersions request"),
 }
 
 
