@@ -116,6 +116,9 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("producer.id.expiration.ms", "int", "86400000", "Idle time after which a producer id's state is dropped."),
     ("producer.id.expiration.check.interval.ms", "int", "600000", "How often expired producer ids are dropped."),
     ("connections.max.idle.ms", "long", "600000", "Idle connections are closed after this long."),
+    ("connection.failed.authentication.delay.ms", "int", "100",
+     "How long a connection whose authentication failed stays open after the error is sent, reading nothing, "
+     "before it is closed."),
     ("cluster.id", "string", None, "Cluster id; generated and kept in meta.properties if unset."),
     ("shutdown.timeout.ms", "long", "10000", "minikafka: how long in-flight requests may finish on shutdown."),
     ("admin.listener.port", "int", None,
@@ -338,6 +341,7 @@ class BrokerConfig:
     transaction_expire_interval_ms: int = 3600000
     group_initial_rebalance_delay_ms: int = 0
     connections_max_idle_ms: int = 600000
+    failed_authentication_delay_ms: int = 100
     producer_id_expiration_ms: int = 86400000
     producer_id_expiration_check_interval_ms: int = 600000
     shutdown_timeout_ms: int = 10000
@@ -533,6 +537,8 @@ def build_config(
         transaction_expire_interval_ms=int(get("transaction.remove.expired.transaction.cleanup.interval.ms")),
         group_initial_rebalance_delay_ms=int(get("group.initial.rebalance.delay.ms")),
         connections_max_idle_ms=int(get("connections.max.idle.ms")),
+        failed_authentication_delay_ms=_at_least(0, "connection.failed.authentication.delay.ms",
+                                                 get("connection.failed.authentication.delay.ms")),
         producer_id_expiration_ms=int(get("producer.id.expiration.ms")),
         producer_id_expiration_check_interval_ms=int(get("producer.id.expiration.check.interval.ms")),
         shutdown_timeout_ms=int(get("shutdown.timeout.ms")),

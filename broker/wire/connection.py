@@ -187,6 +187,13 @@ class Connection:
                 if context is not None and context.close_after_response:
                     _log.info("closing connection after the response", api=context.api_key,
                               connection_id=self.connection_id, peer=self.peer)
+                    if held:
+                        sending, held, held_responses = held, [], 0
+                        await self._send(sending)
+                    # Kafka delays the close (connection.failed.authentication.delay.ms) with the channel muted:
+                    # it slows password guessing, and some clients (kafka-python) report the error only when the
+                    # close comes after it. Real time, like the mute below.
+                    await asyncio.sleep(services.config.failed_authentication_delay_ms / 1000)
                     return
                 if context is not None and context.mute_ms:
                     if held:

@@ -29,7 +29,8 @@ class RequestContext:
     # Set by a throttling fault: the connection reads no further request for this long after sending the
     # response, as Kafka mutes a throttled channel (KIP-219).
     mute_ms: int = 0
-    # Set where Kafka closes the connection once the response is sent (a failed SASL authentication).
+    # Set where Kafka closes the connection once the response is sent (a failed SASL authentication), after
+    # connection.failed.authentication.delay.ms.
     close_after_response: bool = False
     _log: Any = field(default=None, repr=False)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
 import socket
 import struct
@@ -165,6 +166,24 @@ def test_kafka_python_logs_in_with_plain_and_scram(sasl_broker: BrokerProcess) -
         consumer.seek_to_beginning()
         assert [record.value for record in consumer][:1] == [b"kafka-python"], mechanism
         consumer.close()
+
+
+def test_kafka_python_reports_a_refused_login_as_an_authentication_error(
+        sasl_broker: BrokerProcess, caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka keeps the connection open for connection.failed.authentication.delay.ms after the error, reading
+    nothing: kafka-python reads the SaslAuthenticate error only because the close comes after it (closed at
+    once, it reports a lost socket)."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaTimeoutError
+
+    with caplog.at_level(logging.ERROR, logger="kafka"), pytest.raises(KafkaTimeoutError):
+        KafkaProducer(bootstrap_servers=sasl_broker.bootstrap, security_protocol="SASL_PLAINTEXT",
+                      sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="wrong",
+                      bootstrap_timeout_ms=3000)
+    lost = [record.getMessage() for record in caplog.records if "Connection lost" in record.getMessage()]
+    assert lost, caplog.text
+    assert all("SaslAuthenticationFailedError" in message for message in lost), lost
+    assert "SASL authentication failed" in sasl_broker.logs()
 
 
 def test_aiokafka_logs_in_with_plain_and_scram(sasl_broker: BrokerProcess) -> None:
