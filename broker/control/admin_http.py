@@ -50,7 +50,8 @@ from minikafka.broker.control.inspector import ASSET_HEADERS, ASSETS, Asset
 from minikafka.coordinator.group.records import CONSUMER_PROTOCOL_TYPE, consumer_subscription_topics
 from minikafka.coordinator.group.state import Member
 from minikafka.coordinator.transaction.coordinator import CRASH_POINTS
-from minikafka.coordinator.transaction.state import NO_PRODUCER_ID, TxnState
+from minikafka.coordinator.transaction.state import TxnState
+from minikafka.protocol.records import NO_PRODUCER_ID
 from minikafka.storage.clock import ManualClock
 
 if TYPE_CHECKING:

@@ -45,8 +45,6 @@ from minikafka.coordinator.timers import Timers
 from minikafka.coordinator.transaction.log import decode_key, decode_value, encode_key, encode_value, metadata_from
 from minikafka.coordinator.transaction.markers import MarkerWriter
 from minikafka.coordinator.transaction.state import (
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
     SHORT_MAX,
     TV2,
     TopicPartition,
@@ -54,7 +52,14 @@ from minikafka.coordinator.transaction.state import (
     TxnState,
 )
 from minikafka.protocol.errors import ErrorCode, KafkaError
-from minikafka.protocol.records import Record, build_one_record_batch, decode_batch, iter_whole_batches
+from minikafka.protocol.records import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    Record,
+    build_one_record_batch,
+    decode_batch,
+    iter_whole_batches,
+)
 from minikafka.storage.errors import UnknownTopicOrPartition
 from minikafka.storage.origin import AppendOrigin
 

@@ -22,9 +22,8 @@ from enum import IntEnum
 from typing import Any
 
 from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
 SHORT_MAX = 32767
 TV2 = 2  # the first client transaction version whose EndTxn bumps the epoch (supportsEpochBump)
 
