@@ -43,8 +43,10 @@ from minikafka.coordinator.group.migration import GroupMigration
 from minikafka.coordinator.group.offset_manager import FetchedOffset, OffsetMetadataManager
 from minikafka.coordinator.group.offsets import OffsetStore, TopicPartition
 from minikafka.coordinator.group.state import Group, JoinResult, SyncResult
+from minikafka.coordinator.ports import LogManager
 from minikafka.coordinator.timers import Timers
 from minikafka.protocol.errors import ErrorCode
+from minikafka.storage.clock import Clock
 
 _log = logging.getLogger("minikafka.coordinator.group")
 
@@ -58,7 +60,7 @@ __all__ = [
 
 
 class GroupCoordinator:
-    def __init__(self, logs: Any, clock: Any, config: GroupConfig | None = None) -> None:
+    def __init__(self, logs: LogManager, clock: Clock, config: GroupConfig | None = None) -> None:
         self.config = config or GroupConfig()
         self.clock = clock
         self._metadata = GroupMetadataManager(logs, clock, self.config)

@@ -37,10 +37,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from minikafka.coordinator.hashing import partition_for
 from minikafka.coordinator.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from minikafka.coordinator.ports import LogManager, PartitionLog, read_bytes
 from minikafka.coordinator.timers import Timers
 from minikafka.coordinator.transaction.log import decode_key, decode_value, encode_key, encode_value, metadata_from
 from minikafka.coordinator.transaction.markers import MarkerWriter
@@ -60,6 +60,7 @@ from minikafka.protocol.records import (
     decode_batch,
     iter_whole_batches,
 )
+from minikafka.storage.clock import Clock
 from minikafka.storage.errors import UnknownTopicOrPartition
 from minikafka.storage.origin import AppendOrigin
 
@@ -118,7 +119,7 @@ def retry_backoff_ms(failures: int) -> int:
 
 
 class TransactionCoordinator:
-    def __init__(self, logs: Any, allocate_producer_id: Callable[[], int], clock: Any, config: TxnConfig,
+    def __init__(self, logs: LogManager, allocate_producer_id: Callable[[], int], clock: Clock, config: TxnConfig,
                  complete_group_transaction: Callable[[int, int, int, bool, int], None],
                  notify: Callable[[TopicPartition], None], schedule: Callable[[Callable[[], None]], None],
                  timers: Timers | None = None) -> None:
@@ -166,6 +167,12 @@ class TransactionCoordinator:
             self._placements[transactional_id] = known
         return known[1], known[2]
 
+    def _state_log(self, partition: int) -> PartitionLog:
+        log = self._logs.partition(TRANSACTION_STATE_TOPIC, partition)
+        if log is None:
+            raise LookupError(f"{TRANSACTION_STATE_TOPIC}-{partition} does not exist")
+        return log
+
     def _write(self, meta: TxnMetadata | None, transactional_id: str) -> None:
         """Append the new state (or a tombstone) durably, then install it in memory.
 
@@ -180,8 +187,7 @@ class TransactionCoordinator:
         now = self._clock.now_ms()
         batch, header = build_one_record_batch(key, value, now)
         try:
-            self._logs.partition(TRANSACTION_STATE_TOPIC, partition).append(batch, now, [(0, header)],
-                                                                             origin=AppendOrigin.COORDINATOR)
+            self._state_log(partition).append(batch, now, [(0, header)], origin=AppendOrigin.COORDINATOR)
         except BaseException:
             if current is not None:
                 self.txns[transactional_id] = current
@@ -214,10 +220,10 @@ class TransactionCoordinator:
         self.loaded = True
 
     def _replay_partition(self, partition: int) -> Iterator[None]:
-        log = self._logs.partition(TRANSACTION_STATE_TOPIC, partition)
+        log = self._state_log(partition)
         position, end = log.log_start_offset, log.log_end_offset
         while position < end:
-            chunk = log.read(position, _READ_CHUNK).records
+            chunk = read_bytes(log, position, _READ_CHUNK)
             advanced = False
             for pos, header in iter_whole_batches(chunk):
                 if header.next_offset <= position or header.is_control:
