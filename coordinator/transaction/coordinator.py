@@ -126,6 +126,10 @@ def _is_own_producer_id(meta: TxnMetadata, producer_id: int, producer_epoch: int
             or (producer_id == meta.last_producer_id and producer_epoch >= SHORT_MAX - 1))
 
 
+# Every state ListTransactions and DescribeTransactions may name, for counts that name each one.
+TRANSACTION_STATES = tuple(state.display_name for state in TxnState)
+
+
 class TransactionCoordinator:
     def __init__(self, logs: LogManager, allocate_producer_id: Callable[[], int], clock: Clock, config: TxnConfig,
                  complete_group_transaction: Callable[[int, int, int, bool, int], None],

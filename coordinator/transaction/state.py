@@ -125,6 +125,11 @@ class TxnMetadata:
         return self.is_expiration_candidate
 
     @property
+    def is_open(self) -> bool:
+        """Begun and not completed: Ongoing, its markers pending (Prepare*), or being fenced."""
+        return self.state in _OPEN
+
+    @property
     def pending_completion(self) -> bool:
         return self.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
 
@@ -269,6 +274,7 @@ class TxnMetadata:
 
 
 _EXPIRABLE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
+_OPEN = frozenset({TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE})
 _FIELD_NAMES = frozenset(TxnMetadata.__dataclass_fields__)
 
 
