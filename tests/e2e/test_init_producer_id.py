@@ -14,6 +14,8 @@ from kio.schema.init_producer_id.v4.request import InitProducerIdRequest as Init
 from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.testing import Broker
 
+from tests.conftest import poll_until
+
 from .helpers import consume, create_topic, transactional_producer
 from .test_raw_protocol import Wire
 
@@ -26,8 +28,9 @@ def test_librdkafka_bumps_its_epoch_with_its_producer_id_after_an_abortable_erro
     create_topic(minikafka.bootstrap_servers, unique_topic)
     transactional_id = f"{unique_topic}-tid"
     producer = transactional_producer(minikafka.bootstrap_servers, transactional_id)
-    [first_init] = minikafka.trace(api="InitProducerId")
-    producer_id, epoch = first_init["response"]["producer_id"], first_init["response"]["producer_epoch"]
+    first_init = [exchange["response"] for exchange in minikafka.trace(api="InitProducerId")
+                  if exchange["response"]["error_code"] == "NONE"][-1]
+    producer_id, epoch = first_init["producer_id"], first_init["producer_epoch"]
 
     # UNKNOWN_PRODUCER_ID on a transactional produce is abortable and needs an epoch bump (librdkafka)
     minikafka.add_fault("Produce", "UNKNOWN_PRODUCER_ID", transactional_id=transactional_id)
@@ -41,8 +44,10 @@ def test_librdkafka_bumps_its_epoch_with_its_producer_id_after_an_abortable_erro
     assert commit.value.args[0].txn_requires_abort()
     producer.abort_transaction(15)
 
-    bump = minikafka.trace(api="InitProducerId")[-1]
-    assert bump["request"]["producer_id"] == producer_id and bump["request"]["producer_epoch"] == epoch
+    [bump] = poll_until(lambda: [exchange for exchange in minikafka.trace(api="InitProducerId")
+                                 if exchange["request"]["producer_id"] != -1],
+                        message="librdkafka's InitProducerId with its producer id")
+    assert (bump["request"]["producer_id"], bump["request"]["producer_epoch"]) == (producer_id, epoch)
     assert bump["response"]["error_code"] == "NONE"
     assert (bump["response"]["producer_id"], bump["response"]["producer_epoch"]) == (producer_id, epoch + 1)
 
