@@ -17,15 +17,14 @@ import heapq
 import itertools
 import logging
 from collections.abc import Callable, Hashable
-from typing import Any
 
-from minikafka.storage.clock import is_manual
+from minikafka.storage.clock import Clock, is_manual
 
 _log = logging.getLogger("minikafka.coordinator.timers")
 
 
 class Timers:
-    def __init__(self, clock: Any, name: str = "coordinator-timers") -> None:
+    def __init__(self, clock: Clock, name: str = "coordinator-timers") -> None:
         self._clock = clock
         self._name = name
         self._entries: dict[Hashable, tuple[int, int, Callable[[], None]]] = {}

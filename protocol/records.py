@@ -28,6 +28,7 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted in batchLen
 MAGIC_V2 = 2
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")

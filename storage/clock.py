@@ -12,7 +12,7 @@ caller's thread: the broker's event loop thread.
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from typing import Protocol, TypeGuard
 
 # A deadline runner that keeps scheduling at or before the time it is run at would never let an
 # advance finish; past this many steps the clock jumps to the target and runs what is due once more.
@@ -110,7 +110,7 @@ class ManualClock:
             listener.run_due(self._now_ms)
 
 
-def is_manual(clock: object) -> bool:
+def is_manual(clock: object) -> TypeGuard[ManualClock]:
     return isinstance(clock, ManualClock)
 
 

@@ -48,14 +48,15 @@ from minikafka.broker.control.crash_points import CrashPointError, crash_points_
 from minikafka.broker.control.faults import FaultSpecError, fault_table
 from minikafka.broker.control.inspector import ASSET_HEADERS, ASSETS, Asset
 from minikafka.coordinator.group.records import CONSUMER_PROTOCOL_TYPE, consumer_subscription_topics
-from minikafka.coordinator.group.state import Member
 from minikafka.coordinator.transaction.coordinator import CRASH_POINTS
-from minikafka.coordinator.transaction.state import NO_PRODUCER_ID, TxnState
+from minikafka.protocol.records import NO_PRODUCER_ID
 from minikafka.storage.clock import ManualClock
 
 if TYPE_CHECKING:
     from minikafka.broker.observe.recorder import FlightRecorder
     from minikafka.broker.wire.services import BrokerServices
+    from minikafka.coordinator.group.admin import GroupDescription, MemberDescription
+    from minikafka.coordinator.group.coordinator import GroupCoordinator
 
 _log = structlog.get_logger("minikafka.admin")
 
@@ -98,18 +99,14 @@ def _partition_state(log: Any) -> dict[str, Any]:
     }
 
 
-_OPEN_TXN_STATES = frozenset({TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
-                              TxnState.PREPARE_EPOCH_FENCE})
-
-
 def _transactions_state(services: BrokerServices) -> list[dict[str, Any]]:
     """The transaction coordinator's view of every transactional id (what DescribeTransactions says),
     with the age of an open transaction on the broker's clock. A producer id's epochs below the current
     one are fenced: InitProducerId bumped past them, so the coordinator refuses them."""
     now = services.clock.now_ms()
     transactions = []
-    for meta in sorted(services.transactions.txns.values(), key=lambda meta: meta.transactional_id):
-        is_open = meta.state in _OPEN_TXN_STATES
+    for meta in sorted(services.transactions.list(None, None), key=lambda meta: meta.transactional_id):
+        is_open = meta.is_open
         started = meta.txn_start_timestamp if meta.txn_start_timestamp >= 0 else None
         transactions.append({
             "transactional_id": meta.transactional_id, "state": meta.state.display_name, "open": is_open,
@@ -153,7 +150,7 @@ def consumer_assignment(assignment: bytes) -> dict[str, list[int]] | None:
         return None
 
 
-def _member_state(member: Member, protocol_type: str | None, protocol: str | None) -> dict[str, Any]:
+def _member_state(member: MemberDescription, protocol_type: str | None, protocol: str | None) -> dict[str, Any]:
     state: dict[str, Any] = {"member_id": member.member_id, "group_instance_id": member.group_instance_id,
                              "client_id": member.client_id, "client_host": member.client_host}
     if protocol_type == CONSUMER_PROTOCOL_TYPE:
@@ -161,7 +158,7 @@ def _member_state(member: Member, protocol_type: str | None, protocol: str | Non
         offered = dict(member.protocols)
         metadata = offered.get(protocol, b"") if protocol else next(iter(offered.values()), b"")
         state["subscription"] = consumer_subscription_topics(metadata) if metadata else []
-        state["assignment"] = consumer_assignment(member.assignment) if member.assignment else {}
+        state["assignment"] = consumer_assignment(member.latest_assignment) if member.latest_assignment else {}
     return state
 
 
@@ -195,30 +192,40 @@ def state_snapshot(services: BrokerServices) -> dict[str, Any]:
         topics[meta.name] = {"topic_id": str(meta.topic_id), "partitions": partitions}
     coordinator = services.groups
     groups: dict[str, Any] = {}
-    for group_id in sorted(set(coordinator.groups) | set(coordinator.offsets.groups())):
-        group = coordinator.groups.get(group_id)
-        committed: dict[str, dict[str, int]] = {}
-        for (topic, partition), offset in sorted(coordinator.offsets.partitions(group_id).items()):
-            committed.setdefault(topic, {})[str(partition)] = offset.offset
-        groups[group_id] = {
-            "state": group.state.value if group is not None else "Empty",
-            "generation": group.generation_id if group is not None else 0,
-            "protocol_type": group.protocol_type if group is not None else None,
-            "protocol": group.protocol_name if group is not None else None,
-            "leader": group.leader_id if group is not None else None,
-            "members": [] if group is None else [
-                _member_state(member, group.protocol_type, group.protocol_name) for member in group.members.values()
-            ],
-            "committed": committed,
-            "lag": _lag(logs, committed),
-        }
-    for group_id, consumer_group in sorted(coordinator.consumer_groups.items()):
-        groups.setdefault(group_id, {"committed": {}, "lag": {}}).update(
-            _consumer_group_state(coordinator, consumer_group))
+    for listing in sorted(coordinator.list_groups(with_offsets_only=True), key=lambda listing: listing.group_id):
+        described = coordinator.describe_group(listing.group_id)
+        groups[listing.group_id] = _classic_group_state(coordinator, logs, described)
+    for group_id in sorted(coordinator.consumer_groups):
+        consumer_group = coordinator.consumer_group(group_id)
+        if consumer_group is not None:
+            groups.setdefault(group_id, {"committed": {}, "lag": {}}).update(
+                _consumer_group_state(coordinator, consumer_group))
     return {"topics": topics, "transactions": _transactions_state(services), "groups": groups}
 
 
-def _consumer_group_state(coordinator: Any, group: Any) -> dict[str, Any]:
+def _classic_group_state(coordinator: GroupCoordinator, logs: Any, described: GroupDescription) -> dict[str, Any]:
+    """A group as DescribeGroups and OffsetFetch tell it; a group known only by its committed offsets
+    (or a consumer group's offsets) is Empty."""
+    group = described if described.exists else None
+    committed: dict[str, dict[str, int]] = {}
+    for (topic, partition), fetched in sorted(coordinator.fetch_offsets(described.group_id, None).items()):
+        committed.setdefault(topic, {})[str(partition)] = fetched.offset
+    protocol_type = (group.protocol_type or None) if group is not None else None
+    return {
+        "state": group.state if group is not None else "Empty",
+        "generation": group.generation_id if group is not None else 0,
+        "protocol_type": protocol_type,
+        "protocol": group.chosen_protocol if group is not None else None,
+        "leader": group.leader_id if group is not None else None,
+        "members": [] if group is None else [
+            _member_state(member, protocol_type, group.chosen_protocol) for member in group.members
+        ],
+        "committed": committed,
+        "lag": _lag(logs, committed),
+    }
+
+
+def _consumer_group_state(coordinator: GroupCoordinator, group: Any) -> dict[str, Any]:
     """A KIP-848 consumer group: epochs, and each member's epoch, partitions and session deadline (on
     the broker's clock, so tests under the manual clock know how far to move it)."""
     def partitions(assignment: dict[str, frozenset[int]]) -> dict[str, list[int]]:
@@ -243,8 +250,7 @@ def _consumer_group_state(coordinator: Any, group: Any) -> dict[str, Any]:
                 "assigned": partitions(m.assigned),
                 "pending_revocation": partitions(m.pending_revocation),
                 "target": partitions(group.target.get(m.member_id, {})),
-                "session_deadline_ms": coordinator.timers.deadline(("consumer-session", group.group_id,
-                                                                    m.member_id)),
+                "session_deadline_ms": coordinator.consumer_session_deadline(group.group_id, m.member_id),
             }
             for m in group.members.values()
         ],

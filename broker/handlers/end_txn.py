@@ -23,12 +23,10 @@ from minikafka.broker.wire.errors import error_code_for
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 API_KEY = ApiKey.END_TXN
 VERSIONS = VersionRange(0, 5)
-
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -8,6 +8,10 @@ Behavior:
   epoch (fencing older instances); an open transaction of a previous instance is aborted first
   (CONCURRENT_TRANSACTIONS until done; clients retry); a timeout above transaction.max.timeout.ms is
   INVALID_TRANSACTION_TIMEOUT.
+- KIP-360 (v3+): a transactional producer recovering from an abortable error gives its producer id
+  and epoch. The current epoch bumps; the previous one (a retry whose answer was lost) gets the
+  current epoch again; any other epoch, or a producer id that is neither the current one nor the
+  previous one at an exhausted epoch, is PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below v4).
 - With `transaction.version` 2, the abort of a previous instance's open transaction is a
   transaction version 2 abort (Kafka uses the broker's level here): its epoch bumps once more.
 Version notes: v6 (KIP-939 two-phase commit: enable2_pc, keep_prepared_txn) is not built; Kafka
@@ -24,12 +28,10 @@ from minikafka.broker.wire.errors import error_code_for
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build, ms
 from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
 VERSIONS = VersionRange(0, 5)
-
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

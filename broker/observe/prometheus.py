@@ -49,8 +49,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from minikafka.broker.observe.metrics import LATENCY_BUCKETS_MS, broker_metrics, error_name, kafka_request_name
-from minikafka.coordinator.group.state import GroupState
-from minikafka.coordinator.transaction.state import TxnState
+from minikafka.coordinator.group.admin import GROUP_STATES
+from minikafka.coordinator.transaction.coordinator import TRANSACTION_STATES
 from minikafka.protocol.api_keys import ApiKey
 from prometheus_client import CollectorRegistry, PlatformCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -64,8 +64,6 @@ if TYPE_CHECKING:
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OLDEST_OPEN_TRANSACTIONS = 10
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
-_OPEN_STATES = frozenset({TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
-                          TxnState.PREPARE_EPOCH_FENCE})
 # As prometheus_client's own histograms write them ("1.0", "+Inf").
 _BUCKET_LABELS = [floatToGoString(bound) for bound in LATENCY_BUCKETS_MS] + ["+Inf"]
 
@@ -127,34 +125,31 @@ class BrokerCollector:
                                 value=open_connections() if open_connections is not None else 0)
 
     def _groups(self) -> Iterator[Metric]:
-        coordinator = self.services.groups
-        counts = dict.fromkeys(GroupState, 0)
-        for group in coordinator.groups.values():
-            counts[group.state] += 1
+        counts = dict.fromkeys(GROUP_STATES, 0)
         # A group known only by its committed offsets is an Empty group, as Kafka loads it.
-        counts[GroupState.EMPTY] += sum(1 for group_id in coordinator.offsets.groups()
-                                        if group_id not in coordinator.groups)
+        for listing in self.services.groups.list_groups(with_offsets_only=True):
+            counts[listing.state] += 1
         family = GaugeMetricFamily("kafka_server_group_coordinator_metrics_classic_group_count",
                                    "Consumer groups by state.", labels=["state"])
         for state, count in counts.items():
-            family.add_metric([state.value], count)
+            family.add_metric([state], count)
         yield family
 
     def _transactions(self) -> Iterator[Metric]:
         now_ms = self.services.clock.now_ms()
-        counts = dict.fromkeys(TxnState, 0)
+        counts = dict.fromkeys(TRANSACTION_STATES, 0)
         open_count = 0
         open_started: list[tuple[int, str]] = []
-        for transactional_id, meta in self.services.transactions.txns.items():
-            counts[meta.state] += 1
-            if meta.state in _OPEN_STATES:
+        for meta in self.services.transactions.list(None, None):
+            counts[meta.state.display_name] += 1
+            if meta.is_open:
                 open_count += 1
                 if meta.txn_start_timestamp >= 0:  # always set once begun; no age rather than a wrong one
-                    open_started.append((meta.txn_start_timestamp, transactional_id))
+                    open_started.append((meta.txn_start_timestamp, meta.transactional_id))
         by_state = GaugeMetricFamily("minikafka_transactions", "Transactional ids by transaction state.",
                                      labels=["state"])
         for state, count in counts.items():
-            by_state.add_metric([state.display_name], count)
+            by_state.add_metric([state], count)
         yield by_state
         yield GaugeMetricFamily("minikafka_transactions_open", "Transactions begun and not completed.",
                                 value=open_count)

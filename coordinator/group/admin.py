@@ -16,6 +16,9 @@ from minikafka.coordinator.group.records import CONSUMER_PROTOCOL_TYPE, consumer
 from minikafka.coordinator.group.state import Group, GroupState
 from minikafka.protocol.errors import ErrorCode
 
+# Every state a classic group may be listed or described in, for counts that name each one.
+GROUP_STATES = tuple(state.value for state in GroupState)
+
 
 @dataclass(frozen=True, slots=True)
 class MemberDescription:
@@ -25,6 +28,10 @@ class MemberDescription:
     client_host: str
     metadata: bytes  # the chosen protocol's metadata, only while the group is Stable
     assignment: bytes  # only while the group is Stable
+    # For monitoring (the admin listener's /state), whatever the group's state: every protocol the
+    # member offers with its metadata, and the assignment it was last given.
+    protocols: tuple[tuple[str, bytes], ...] = ()
+    latest_assignment: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +44,10 @@ class GroupDescription:
     protocol: str  # the chosen protocol, only while the group is Stable
     members: tuple[MemberDescription, ...]
     exists: bool
+    # For monitoring, whatever the group's state: the generation, its leader and chosen protocol.
+    generation_id: int = 0
+    leader_id: str | None = None
+    chosen_protocol: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +75,8 @@ class GroupAdmin:
                 m.client_host,
                 m.metadata(group.protocol_name) if stable and group.protocol_name else b"",
                 m.assignment if stable else b"",
+                tuple(m.protocols),
+                m.assignment,
             )
             for m in group.members.values()
         )
@@ -74,16 +87,25 @@ class GroupAdmin:
             (group.protocol_name or "") if stable else "",
             members,
             exists=True,
+            generation_id=group.generation_id,
+            leader_id=group.leader_id,
+            chosen_protocol=group.protocol_name,
         )
 
-    def list_groups(self, states: Iterable[str] = ()) -> list[GroupListing]:
-        """Live groups, optionally only those in `states` (case-insensitive, trimmed)."""
+    def list_groups(self, states: Iterable[str] = (), *, with_offsets_only: bool = False) -> list[GroupListing]:
+        """Live groups, optionally only those in `states` (case-insensitive, trimmed). `with_offsets_only`
+        adds the groups known only by their committed offsets, as Empty groups (as Kafka loads them),
+        which monitoring counts and ListGroups does not list."""
         wanted = {s.lower().strip() for s in states}
-        return [
+        listed = [
             GroupListing(g.group_id, g.protocol_type or "", g.state.value)
             for g in self._groups.values()
             if not g.is_(GroupState.DEAD) and (not wanted or g.state.value.lower() in wanted)
         ]
+        if with_offsets_only and (not wanted or GroupState.EMPTY.value.lower() in wanted):
+            listed.extend(GroupListing(group_id, "", GroupState.EMPTY.value)
+                          for group_id in self._manager.offsets.groups() if group_id not in self._groups)
+        return listed
 
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
         out: dict[str, ErrorCode] = {}

@@ -39,9 +39,9 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
 from minikafka.coordinator.group.metadata import GroupMetadataManager
+from minikafka.coordinator.ports import LogManager
 from minikafka.protocol.errors import ErrorCode
 
 _log = logging.getLogger("minikafka.coordinator.group")
@@ -334,7 +334,8 @@ class ConsumerGroupConfig:
 
 
 class ConsumerGroupEngine:
-    def __init__(self, manager: GroupMetadataManager, logs: Any, config: ConsumerGroupConfig | None = None) -> None:
+    def __init__(self, manager: GroupMetadataManager, logs: LogManager,
+                 config: ConsumerGroupConfig | None = None) -> None:
         self._manager = manager
         self._logs = logs
         self.config = config or ConsumerGroupConfig()

@@ -72,6 +72,7 @@ from minikafka.coordinator.group.records import (
     encode_consumer_group_value,
     encode_offset_key,
 )
+from minikafka.coordinator.ports import LogManager
 from minikafka.protocol.errors import KafkaError
 
 _log = logging.getLogger("minikafka.coordinator.group")
@@ -93,7 +94,7 @@ class _Written:
     regexes: dict[str, tuple[str, ...]]
 
 
-def metadata_hash(group: ConsumerGroup, logs: Any) -> int:
+def metadata_hash(group: ConsumerGroup, logs: LogManager) -> int:
     """A stand-in for Kafka's MetadataHash over the topics the target was computed from; never 0
     (Kafka's "no hash")."""
     digest = hashlib.blake2b(digest_size=8)
@@ -114,7 +115,7 @@ def _regex_matches(pattern: str, topic: str) -> bool:
 class ConsumerGroupRecords:
     """The engine's groups (`groups`, the engine's own map) as `__consumer_offsets` records."""
 
-    def __init__(self, manager: GroupMetadataManager, logs: Any, groups: dict[str, ConsumerGroup]) -> None:
+    def __init__(self, manager: GroupMetadataManager, logs: LogManager, groups: dict[str, ConsumerGroup]) -> None:
         self._manager = manager
         self._logs = logs
         self._groups = groups

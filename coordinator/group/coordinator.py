@@ -43,8 +43,10 @@ from minikafka.coordinator.group.migration import GroupMigration
 from minikafka.coordinator.group.offset_manager import FetchedOffset, OffsetMetadataManager
 from minikafka.coordinator.group.offsets import OffsetStore, TopicPartition
 from minikafka.coordinator.group.state import Group, JoinResult, SyncResult
+from minikafka.coordinator.ports import LogManager
 from minikafka.coordinator.timers import Timers
 from minikafka.protocol.errors import ErrorCode
+from minikafka.storage.clock import Clock
 
 _log = logging.getLogger("minikafka.coordinator.group")
 
@@ -58,7 +60,7 @@ __all__ = [
 
 
 class GroupCoordinator:
-    def __init__(self, logs: Any, clock: Any, config: GroupConfig | None = None) -> None:
+    def __init__(self, logs: LogManager, clock: Clock, config: GroupConfig | None = None) -> None:
         self.config = config or GroupConfig()
         self.clock = clock
         self._metadata = GroupMetadataManager(logs, clock, self.config)
@@ -195,6 +197,11 @@ class GroupCoordinator:
     def consumer_assignor_name(self, group: ConsumerGroup) -> str:
         return self._consumer.assignor_name(group)
 
+    def consumer_session_deadline(self, group_id: str, member_id: str) -> int | None:
+        """When a consumer group member's session ends unless it heartbeats, on the broker's clock (tests
+        under the manual clock read how far to move it); None when no session timer runs."""
+        return self._metadata.timers.deadline(("consumer-session", group_id, member_id))
+
     def topic_id(self, name: str) -> Any:
         return self._consumer.topic_id(name)
 
@@ -271,8 +278,8 @@ class GroupCoordinator:
     def describe_group(self, group_id: str) -> GroupDescription:
         return self._admin.describe_group(group_id)
 
-    def list_groups(self, states: Iterable[str] = ()) -> list[GroupListing]:
-        return self._admin.list_groups(states)
+    def list_groups(self, states: Iterable[str] = (), *, with_offsets_only: bool = False) -> list[GroupListing]:
+        return self._admin.list_groups(states, with_offsets_only=with_offsets_only)
 
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
         group_ids = list(group_ids)

@@ -7,10 +7,10 @@ PartitionLog (`append`, `read`, `log_start_offset`, `log_end_offset`); unit test
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from minikafka.coordinator.hashing import partition_for
 from minikafka.coordinator.internal_topics import OFFSETS_TOPIC
+from minikafka.coordinator.ports import LogManager, PartitionLog, read_bytes
 from minikafka.protocol.records import (
     NO_PRODUCER_ID,
     DecodedBatch,
@@ -25,7 +25,7 @@ _READ_CHUNK = 1 << 20
 
 
 class OffsetsTopic:
-    def __init__(self, logs: Any, num_partitions: int) -> None:
+    def __init__(self, logs: LogManager, num_partitions: int) -> None:
         self._logs = logs
         self._configured_partitions = num_partitions
 
@@ -50,7 +50,7 @@ class OffsetsTopic:
                 internal=True,
             )
 
-    def _log(self, partition: int) -> Any:
+    def _log(self, partition: int) -> PartitionLog:
         self.ensure()
         log = self._logs.partition(OFFSETS_TOPIC, partition)
         if log is None:
@@ -98,7 +98,7 @@ class OffsetsTopic:
         position = log.log_start_offset
         end = log.log_end_offset
         while position < end:
-            chunk = log.read(position, _READ_CHUNK).records
+            chunk = read_bytes(log, position, _READ_CHUNK)
             if not chunk:
                 return
             advanced = False

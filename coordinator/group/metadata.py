@@ -39,10 +39,11 @@ from minikafka.coordinator.group.records import (
     encode_offset_value,
 )
 from minikafka.coordinator.group.state import Group, GroupState, Member
+from minikafka.coordinator.ports import LogManager
 from minikafka.coordinator.timers import Timers
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.protocol.records import parse_control_record
-from minikafka.storage.clock import next_periodic_run
+from minikafka.storage.clock import Clock, next_periodic_run
 
 _log = logging.getLogger("minikafka.coordinator.group")
 
@@ -112,7 +113,7 @@ def store_error(code: ErrorCode) -> ErrorCode:
 
 
 class GroupMetadataManager:
-    def __init__(self, logs: Any, clock: Any, config: GroupConfig) -> None:
+    def __init__(self, logs: LogManager, clock: Clock, config: GroupConfig) -> None:
         self.config = config
         self.clock = clock
         self.topic = OffsetsTopic(logs, config.offsets_topic_num_partitions)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
 
 from minikafka.coordinator.group.classic import ClassicGroupEngine, JoinGroupRequest, SyncGroupRequest
 from minikafka.coordinator.group.consumer import (
@@ -53,6 +52,7 @@ from minikafka.coordinator.group.consumer_records import ConsumerGroupRecords
 from minikafka.coordinator.group.metadata import GroupMetadataManager, group_record
 from minikafka.coordinator.group.records import CONSUMER_PROTOCOL_TYPE, GroupKey, encode_group_key
 from minikafka.coordinator.group.state import Group, GroupState, JoinResult, Member, SyncResult
+from minikafka.coordinator.ports import LogManager
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 _log = logging.getLogger("minikafka.coordinator.group")
@@ -61,7 +61,7 @@ POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
 
 class GroupMigration:
-    def __init__(self, manager: GroupMetadataManager, logs: Any, classic: ClassicGroupEngine,
+    def __init__(self, manager: GroupMetadataManager, logs: LogManager, classic: ClassicGroupEngine,
                  consumer: ConsumerGroupEngine, records: ConsumerGroupRecords, policy: str) -> None:
         if policy not in POLICIES:
             raise ValueError(f"group.consumer.migration.policy must be one of {', '.join(POLICIES)}, not {policy!r}")

@@ -37,16 +37,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from minikafka.coordinator.hashing import partition_for
 from minikafka.coordinator.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from minikafka.coordinator.ports import LogManager, PartitionLog, read_bytes
 from minikafka.coordinator.timers import Timers
 from minikafka.coordinator.transaction.log import decode_key, decode_value, encode_key, encode_value, metadata_from
 from minikafka.coordinator.transaction.markers import MarkerWriter
 from minikafka.coordinator.transaction.state import (
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
     SHORT_MAX,
     TV2,
     TopicPartition,
@@ -54,7 +52,15 @@ from minikafka.coordinator.transaction.state import (
     TxnState,
 )
 from minikafka.protocol.errors import ErrorCode, KafkaError
-from minikafka.protocol.records import Record, build_one_record_batch, decode_batch, iter_whole_batches
+from minikafka.protocol.records import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    Record,
+    build_one_record_batch,
+    decode_batch,
+    iter_whole_batches,
+)
+from minikafka.storage.clock import Clock
 from minikafka.storage.errors import UnknownTopicOrPartition
 from minikafka.storage.origin import AppendOrigin
 
@@ -112,8 +118,20 @@ def retry_backoff_ms(failures: int) -> int:
     return min(RETRY_BACKOFF_MS << min(failures - 1, 16), RETRY_BACKOFF_MAX_MS)
 
 
+def _is_own_producer_id(meta: TxnMetadata, producer_id: int, producer_epoch: int) -> bool:
+    """Kafka's isValidProducerId: the id has no epoch yet, or `producer_id` is its current one, or its
+    previous one at an exhausted epoch (the client asks again for the rotation whose answer it lost).
+    The epoch itself is checked by the bump (`prepare_incr_producer_epoch`)."""
+    return (meta.producer_epoch == NO_PRODUCER_EPOCH or producer_id == meta.producer_id
+            or (producer_id == meta.last_producer_id and producer_epoch >= SHORT_MAX - 1))
+
+
+# Every state ListTransactions and DescribeTransactions may name, for counts that name each one.
+TRANSACTION_STATES = tuple(state.display_name for state in TxnState)
+
+
 class TransactionCoordinator:
-    def __init__(self, logs: Any, allocate_producer_id: Callable[[], int], clock: Any, config: TxnConfig,
+    def __init__(self, logs: LogManager, allocate_producer_id: Callable[[], int], clock: Clock, config: TxnConfig,
                  complete_group_transaction: Callable[[int, int, int, bool, int], None],
                  notify: Callable[[TopicPartition], None], schedule: Callable[[Callable[[], None]], None],
                  timers: Timers | None = None) -> None:
@@ -161,29 +179,36 @@ class TransactionCoordinator:
             self._placements[transactional_id] = known
         return known[1], known[2]
 
-    def _write(self, meta: TxnMetadata | None, transactional_id: str) -> None:
-        """Append the new state (or a tombstone) durably, then install it in memory.
+    def _state_log(self, partition: int) -> PartitionLog:
+        log = self._logs.partition(TRANSACTION_STATE_TOPIC, partition)
+        if log is None:
+            raise LookupError(f"{TRANSACTION_STATE_TOPIC}-{partition} does not exist")
+        return log
+
+    def _write(self, meta: TxnMetadata, transactional_id: str) -> None:
+        """Append the new state durably, then install it in memory; Dead (an expired id) is appended as
+        a tombstone and removes the id.
 
         Kafka's prepare/complete: while the record is appended the installed metadata carries the
         pending state (a second prepare is refused); a failed append restores it as it was."""
         self._ensure_topic()
         partition, key = self._placement(transactional_id)
-        value = encode_value(meta, self.config.log_value_version) if meta is not None else None
+        dead = meta.state == TxnState.DEAD
+        value = None if dead else encode_value(meta, self.config.log_value_version)
         current = self.txns.get(transactional_id)
-        if current is not None and meta is not None:
+        if current is not None:
             self.txns[transactional_id] = current.with_pending(meta)
         now = self._clock.now_ms()
         batch, header = build_one_record_batch(key, value, now)
         try:
-            self._logs.partition(TRANSACTION_STATE_TOPIC, partition).append(batch, now, [(0, header)],
-                                                                             origin=AppendOrigin.COORDINATOR)
+            self._state_log(partition).append(batch, now, [(0, header)], origin=AppendOrigin.COORDINATOR)
         except BaseException:
             if current is not None:
                 self.txns[transactional_id] = current
             else:
                 self._placements.pop(transactional_id, None)
             raise
-        if meta is None:
+        if dead:
             self.txns.pop(transactional_id, None)
             self._placements.pop(transactional_id, None)
         elif current is None:
@@ -209,10 +234,10 @@ class TransactionCoordinator:
         self.loaded = True
 
     def _replay_partition(self, partition: int) -> Iterator[None]:
-        log = self._logs.partition(TRANSACTION_STATE_TOPIC, partition)
+        log = self._state_log(partition)
         position, end = log.log_start_offset, log.log_end_offset
         while position < end:
-            chunk = log.read(position, _READ_CHUNK).records
+            chunk = read_bytes(log, position, _READ_CHUNK)
             advanced = False
             for pos, header in iter_whole_batches(chunk):
                 if header.next_offset <= position or header.is_control:
@@ -238,8 +263,13 @@ class TransactionCoordinator:
 
     # --- requests --------------------------------------------------------------------------
 
-    def init_producer_id(self, transactional_id: str, timeout_ms: int, given_pid: int = -1,
-                         given_epoch: int = -1) -> tuple[int, int]:
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, given_pid: int = NO_PRODUCER_ID,
+                         given_epoch: int = NO_PRODUCER_EPOCH) -> tuple[int, int]:
+        """Kafka's handleInitProducerId for a transactional id. A producer id and epoch given by the
+        client (KIP-360, InitProducerId v3+: a producer bumping its epoch to recover from an abortable
+        error) must still be its own: the current producer id, or the previous one at an exhausted
+        epoch (a retried rotation); the epoch the current one (it bumps) or the previous one (a retry
+        whose answer was lost: the current epoch again). Anything else is PRODUCER_FENCED."""
         if timeout_ms <= 0 or timeout_ms > self.config.max_timeout_ms:
             raise _error(ErrorCode.invalid_transaction_timeout,
                          f"transaction.timeout.ms {timeout_ms} is above transaction.max.timeout.ms "
@@ -251,8 +281,10 @@ class TransactionCoordinator:
                                 txn_last_update_timestamp=now)
             self._write(fresh, transactional_id)
             return fresh.producer_id, fresh.producer_epoch
-        if given_pid >= 0 and given_pid not in (meta.producer_id, meta.last_producer_id):
-            raise _error(ErrorCode.producer_fenced, f"producer id {given_pid} is not current for {transactional_id}")
+        expected_epoch = None if given_pid == NO_PRODUCER_ID else given_epoch
+        if expected_epoch is not None and not _is_own_producer_id(meta, given_pid, expected_epoch):
+            raise _error(ErrorCode.producer_fenced, f"producer id {given_pid} (epoch {given_epoch}) is not current "
+                         f"for {transactional_id}: producer id {meta.producer_id}, epoch {meta.producer_epoch}")
         if meta.pending_completion:
             raise _error(ErrorCode.concurrent_transactions, "the previous transaction is still completing")
         if meta.state == TxnState.ONGOING:
@@ -260,10 +292,11 @@ class TransactionCoordinator:
             # The client retries on CONCURRENT_TRANSACTIONS and then gets the new epoch.
             self._abort(transactional_id, meta.prepare_fence_producer_epoch(now), now, self.config.transaction_version)
             raise _error(ErrorCode.concurrent_transactions, "aborting the open transaction of a previous instance")
-        if meta.is_epoch_exhausted:
-            bumped = meta.prepare_producer_id_rotation(self._allocate(), timeout_ms, now)
+        if meta.is_epoch_exhausted and expected_epoch in (None, meta.producer_epoch):
+            bumped = meta.prepare_producer_id_rotation(self._allocate(), timeout_ms, now,
+                                                       record_last_epoch=expected_epoch is not None)
         else:
-            bumped = meta.prepare_incr_producer_epoch(timeout_ms, now)
+            bumped = meta.prepare_incr_producer_epoch(timeout_ms, now, expected_epoch)
         self._write(bumped, transactional_id)
         return bumped.producer_id, bumped.producer_epoch
 
@@ -514,14 +547,14 @@ class TransactionCoordinator:
         return aborted
 
     def expire_idle(self) -> list[str]:
-        """transactional.id.expiration.ms: idle ids are removed with a tombstone."""
+        """transactional.id.expiration.ms: idle ids go to Dead (Kafka's prepareDead), a tombstone."""
         if not self.loaded:
             return []  # a half-replayed id may not show its latest state yet
         now = self._clock.now_ms()
         expired = []
         for transactional_id, meta in list(self.txns.items()):
             if meta.is_expiration_candidate and now - meta.txn_last_update_timestamp > self.config.id_expiration_ms:
-                self._write(None, transactional_id)
+                self._write(meta.prepare_dead(now), transactional_id)
                 expired.append(transactional_id)
         return expired
 

@@ -20,8 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from minikafka.coordinator.transaction.state import NO_PRODUCER_ID, TopicPartition, TxnMetadata, TxnState
+from minikafka.coordinator.transaction.state import TopicPartition, TxnMetadata, TxnState
 from minikafka.protocol.errors import CorruptRecord
+from minikafka.protocol.records import NO_PRODUCER_ID
 
 KEY_VERSION = 0
 _INT16_MAX = 32767

@@ -11,16 +11,17 @@ fetchers waiting for data are woken.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from minikafka.coordinator.internal_topics import OFFSETS_TOPIC
+from minikafka.coordinator.ports import LogManager
 from minikafka.coordinator.transaction.state import TopicPartition
+from minikafka.storage.clock import Clock
 from minikafka.storage.errors import UnknownTopicOrPartition
 
 
 class MarkerWriter:
-    def __init__(self, logs: Any, complete_group_transaction: Callable[[int, int, int, bool, int], None],
-                 notify: Callable[[TopicPartition], None], clock: Any) -> None:
+    def __init__(self, logs: LogManager, complete_group_transaction: Callable[[int, int, int, bool, int], None],
+                 notify: Callable[[TopicPartition], None], clock: Clock) -> None:
         self._logs = logs
         self._complete_group_transaction = complete_group_transaction
         self._notify = notify

@@ -22,9 +22,8 @@ from enum import IntEnum
 from typing import Any
 
 from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
 SHORT_MAX = 32767
 TV2 = 2  # the first client transaction version whose EndTxn bumps the epoch (supportsEpochBump)
 
@@ -124,6 +123,11 @@ class TxnMetadata:
     def is_expired_candidate(self) -> bool:
         """Alias of is_expiration_candidate (Kafka's TransactionState.isExpirationAllowed)."""
         return self.is_expiration_candidate
+
+    @property
+    def is_open(self) -> bool:
+        """Begun and not completed: Ongoing, its markers pending (Prepare*), or being fenced."""
+        return self.state in _OPEN
 
     @property
     def pending_completion(self) -> bool:
@@ -270,6 +274,7 @@ class TxnMetadata:
 
 
 _EXPIRABLE = frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT})
+_OPEN = frozenset({TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE})
 _FIELD_NAMES = frozenset(TxnMetadata.__dataclass_fields__)
 
 

@@ -190,3 +190,8 @@ def test_names_are_kafkas() -> None:
         "Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
         "PrepareEpochFence"]
     assert meta().is_expired_candidate and not meta(TxnState.ONGOING).is_expired_candidate
+
+
+def test_open_means_begun_and_not_completed() -> None:
+    assert {state for state in TxnState if meta(state).is_open} == {
+        TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE}
