@@ -121,7 +121,8 @@ DOCS_STAMP := $(VENV)/.docs-installed
 DOCS_PORT ?= 8000
 .PHONY: docs docs-serve
 
-$(DOCS_STAMP): $(STAMP) pyproject.toml
+$(DOCS_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[docs]'
 	touch $(DOCS_STAMP)
 
