@@ -140,3 +140,21 @@ clean:
 		.import_linter_cache bench/results fuzz-replays
 	rm -rf *.egg-info
 	find . -path ./.git -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# The documentation site (mkdocs.yml, docs/): `make docs` builds it into site/ and fails on any warning (a
+# broken link or anchor, a page left out of the nav); its reference tables are generated from the code by
+# docs/hooks/generated.py. `make docs-serve` serves it on 127.0.0.1 and rebuilds it on every change.
+DOCS_STAMP := $(VENV)/.docs-installed
+DOCS_PORT ?= 8000
+.PHONY: docs docs-serve
+
+$(DOCS_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)

@@ -9,7 +9,7 @@ Each round is bench.py's transactions workload (a confluent-kafka producer commi
 `retained`: minikafka and Tansu start fresh and take their rounds in turn on the same brokers, so each round
 finds what the earlier ones left; RSS is printed after each. With `--after-workloads`, the brokers first get
 `--rounds` rounds on fresh data, then bench.py's produce and consume workloads (100 B, idempotent and 1 KiB
-produce, the same requests, consume; five rounds of each, as the README's runs of bench.py make them), then
+produce, the same requests, consume; five rounds of each, as the runs of bench.py in bench/NOTES.md make them), then
 `--rounds` rounds again: about the conditions of bench.py's transaction rows before they moved to fresh brokers.
 
 `affinity`: rounds alternate between the broker free to run on any core and every thread of it pinned to
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import bench  # bench/ is the script's folder, so it is on sys.path
 
-PRODUCE_WORKLOADS_REPEATS = 5  # as the README's bench runs repeat them (`--repeat 5`)
+PRODUCE_WORKLOADS_REPEATS = 5  # as the bench runs in bench/NOTES.md repeat them (`--repeat 5`)
 _PINNING_CORES = {0, 1}
 
 

@@ -2,9 +2,9 @@
 
     .venv/bin/python bench/txn_counts.py [--transactions 500]
 
-The README sets these counts next to Kafka's cycle (Performance, Transactions). A broker runs as in
-bench.py, with its admin listener on; one confluent-kafka transactional producer commits
-`--transactions` of bench.py's transactions (begin, 10 messages over 3 partitions, commit) while
+bench/NOTES.md sets these counts next to Kafka's cycle (the summary's "Where the time goes",
+Transactions). A broker runs as in bench.py, with its admin listener on; one confluent-kafka transactional
+producer commits `--transactions` of bench.py's transactions (begin, 10 messages over 3 partitions, commit) while
 `strace -f` is attached to the broker. The broker's request metrics (GET /metrics) give the
 requests by API; strace's lines, with each descriptor's path (-y) and the first bytes written (-s 24
 -xx), give the rest: a write to a segment (`.log`) is one log append, told apart by its log

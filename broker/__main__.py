@@ -1,7 +1,8 @@
 """`minikafka serve [PROPERTIES_FILE] [--override KEY=VALUE ...] [--host H] [--port P] [--data-dir DIR] [--nodes N]
 [--admin-port P] [--clock manual] [--kafka-version V]`
 and `minikafka txn-log [--data-dir DIR] [--transactional-id ID]`;
-`minikafka transactions ...` and `minikafka consumer-groups ...` are Kafka's admin tools (broker/*_tool.py)."""
+`minikafka transactions ...`, `minikafka consumer-groups ...` (Kafka's admin tools), `dump-log` and `cluster`:
+every sub-command but `serve` is handed to its module in minikafka.tools (tools/*.py, `_TOOLS` below)."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="bind port (default 9092; 0 picks a free port)")
     serve.add_argument("--data-dir", type=Path, help="log directory (default ./data)")
     serve.add_argument("--nodes", type=int, metavar="N",
-                       help="serve N nodes from this process, node i on each listener's port + i (README \"Cluster\")")
+                       help="serve N nodes from this process, node i on each listener's port + i (docs/cluster.md)")
     serve.add_argument("--admin-port", type=int,
                        help="serve the HTTP admin API (faults, state) on this port, 0 for a free one; "
                             "binds admin.listener.host (default 127.0.0.1). Off by default")

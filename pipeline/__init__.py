@@ -4,7 +4,7 @@
     spark.dataSource.register(MiniKafkaDataSource)
     spark.readStream.format("minikafka").option("kafka.bootstrap.servers", "127.0.0.1:9092") ...
 
-Needs the `spark` extra (pyspark, pyarrow, confluent-kafka); see the README section "Spark data source".
+Needs the `spark` extra (pyspark, pyarrow, confluent-kafka); see docs/spark.md.
 """
 
 from minikafka.pipeline.datasource import MiniKafkaDataSource, register

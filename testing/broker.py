@@ -385,7 +385,7 @@ class Broker:
     def log_tail(self, lines: int = 40) -> str:
         return _log_tail(self._log_path, lines) if self._log_path is not None else ""
 
-    # --- control plane: faults and state (README "Control plane") ------------------------
+    # --- control plane: faults and state (docs/control-plane.md) ------------------------
 
     @property
     def admin_url(self) -> str | None:
@@ -443,7 +443,7 @@ class Broker:
             return self._running.call(lambda server: state_snapshot(_services(server)), self.timeout)
         return self._admin("GET", "/state")
 
-    # --- several nodes (README "Cluster") -------------------------------------------------------
+    # --- several nodes (docs/cluster.md) -------------------------------------------------------
 
     def cluster(self) -> dict[str, Any]:
         """Nodes (online, endpoints per listener) and every partition's leader, epoch, replicas and ISR."""
@@ -518,8 +518,8 @@ class Broker:
               topic: str | None = None) -> list[dict[str, Any]]:
         """The flight recorder's newest `limit` (None: all it keeps, minikafka.trace.ring.size) request/response
         pairs, oldest first, filtered by API (Kafka's name, "EndTxn"), client id and topic named; each as a line
-        of `--trace` (README "Flight recorder"). An unknown API name raises ValueError; a broker started with
-        minikafka.trace.ring.size=0 raises BrokerError."""
+        of `--trace` (docs/debugging.md#flight-recorder-trace). An unknown API name raises ValueError; a broker
+        started with minikafka.trace.ring.size=0 raises BrokerError."""
         if limit is not None and limit < 1:
             raise ValueError(f"limit must be positive, not {limit}")
         if isinstance(self._running, _InProcessBroker):
@@ -550,7 +550,7 @@ class Broker:
         return self._admin("GET", "/clock")
 
     def metrics(self) -> str:
-        """The broker's Prometheus metrics in the text format GET /metrics serves (README "Metrics"); parse
+        """The broker's Prometheus metrics in the text format GET /metrics serves (docs/debugging.md, "Metrics"); parse
         them with prometheus_client.parser.text_string_to_metric_families."""
         if isinstance(self._running, _InProcessBroker):
             from minikafka.broker.observe.prometheus import render

@@ -1,5 +1,5 @@
 """`minikafka cluster`: a running broker's nodes and partition leaders, and failover drills, through its
-admin listener (README "Cluster").
+admin listener (docs/cluster.md).
 
     minikafka cluster --admin-url http://127.0.0.1:PORT describe
     minikafka cluster --admin-url ... stop-node 2 | start-node 2

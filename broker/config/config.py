@@ -44,7 +44,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("node.id", "int", "1", "This node's id."),
     ("broker.id", "int", "1", "Alias of node.id (ZooKeeper-era name)."),
     ("listeners", "list", "PLAINTEXT://127.0.0.1:9092",
-     "Listeners to bind, `NAME://host:port`, comma-separated; every node binds each (README \"Security\")."),
+     "Listeners to bind, `NAME://host:port`, comma-separated; every node binds each (docs/security.md)."),
     ("advertised.listeners", "list", None,
      "Addresses given to clients, by listener name; a listener not named here advertises its bound address."),
     ("listener.security.protocol.map", "list",
@@ -53,7 +53,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("controller.listener.names", "list", None,
      "KRaft controller listeners: listed in `listeners` by Kafka's configs, not served here (there is no quorum)."),
     ("minikafka.nodes", "int", "1",
-     "minikafka: number of nodes served by this one process (README \"Cluster\"): ids node.id, node.id+1, ...; "
+     "minikafka: number of nodes served by this one process (docs/cluster.md): ids node.id, node.id+1, ...; "
      "node i binds each listener on its port + i (a free port each when the port is 0). `--nodes` sets it."),
     ("log.dirs", "list", "./data", "Directory holding the partition logs (first one is used)."),
     ("log.dir", "string", "./data", "Used when log.dirs is not set."),
@@ -122,15 +122,15 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("cluster.id", "string", None, "Cluster id; generated and kept in meta.properties if unset."),
     ("shutdown.timeout.ms", "long", "10000", "minikafka: how long in-flight requests may finish on shutdown."),
     ("admin.listener.port", "int", None,
-     "minikafka: port of the HTTP admin listener (faults, state; README \"Control plane\"); unset: no listener, "
+     "minikafka: port of the HTTP admin listener (faults, state; docs/control-plane.md); unset: no listener, "
      "0: a free port. `--admin-port` sets it."),
     ("minikafka.clock", "string", "system",
      "minikafka: `system` (the wall clock) or `manual`: starts at the wall time and moves only when advanced "
      "(admin API POST /clock/advance, Broker.advance_clock), running every timeout it passes. `--clock` sets it."),
     ("minikafka.kafka.version", "string", None,
      "minikafka: the Kafka release to behave as (2.8, 3.0-3.9 or 3.x, 4.0, 4.1; default the newest): ApiVersions "
-     "and the versions served are cut to that release's, and its defaults apply (README \"Kafka version "
-     "profiles\"). `--kafka-version` sets it."),
+     "and the versions served are cut to that release's, and its defaults apply (docs/kafka-versions.md). "
+     "`--kafka-version` sets it."),
     ("admin.listener.host", "string", "127.0.0.1",
      "minikafka: address the admin listener binds; loopback unless set, as it can make the broker fail."),
     ("minikafka.trace.file", "string", None,
@@ -167,7 +167,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
      "Rules mapping a client certificate's X.500 name to a user name: DEFAULT, RULE:pattern/replacement/[LU]."),
     ("ssl.endpoint.identification.algorithm", "string", "https",
      "Accepted as in Kafka; a broker's own outbound TLS only, which minikafka does not have."),
-    # SASL on SASL_PLAINTEXT and SASL_SSL listeners (broker/security/sasl_server.py; README "Security: SASL").
+    # SASL on SASL_PLAINTEXT and SASL_SSL listeners (broker/security/sasl_server.py; docs/security.md).
     ("sasl.enabled.mechanisms", "list", None,
      "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER. Unset: PLAIN and both SCRAMs (Kafka: GSSAPI, which "
      "needs Kerberos and is not supported)."),
@@ -175,7 +175,7 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
      "JAAS login module line; `listener.name.<listener>.<mechanism>.sasl.jaas.config` as in Kafka. PLAIN "
      "users are its user_<name>=\"<password>\" options."),
     ("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "Accepted as in Kafka; no broker-to-broker traffic."),
-    # ACLs (broker/security/acls.py; README "Security: ACLs").
+    # ACLs (broker/security/acls.py; docs/security.md).
     ("authorizer.class.name", "string", "",
      "Kafka's StandardAuthorizer (org.apache.kafka.metadata.authorizer.StandardAuthorizer, or the older "
      "kafka.security.authorizer.AclAuthorizer) turns ACLs on; empty: no authorizer, nothing is checked."),

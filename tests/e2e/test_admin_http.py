@@ -92,7 +92,7 @@ def _raw(admin: str, data: bytes) -> tuple[int, Any]:
 
 
 def test_curl_fault_then_kcat_produces_through_it(broker: Broker, admin: str) -> None:
-    """The README's curl examples, with kcat (librdkafka) as the client that retries through the fault."""
+    """docs/control-plane.md's curl examples, with kcat (librdkafka) as the client that retries through the fault."""
     kcat = _require(KCAT, "kcat")
     topic = _topic()
     create_topic(broker.bootstrap_servers, topic)

@@ -1,4 +1,4 @@
-"""README "Debugging a client", step by step: a confluent-kafka commitTransaction that hangs, looked at
+"""docs/debugging.md's walkthrough, step by step: a confluent-kafka commitTransaction that hangs, looked at
 with the flight recorder, `minikafka transactions`, `minikafka dump-log`, the state the inspector shows
 and /metrics, then released.
 

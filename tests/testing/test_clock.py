@@ -318,7 +318,7 @@ def _curl(*args: str) -> Any:
 
 
 def test_clock_and_state_wait_over_http_with_curl_and_kcat() -> None:
-    """The README's curl examples for the clock, with kcat (librdkafka) producing and consuming."""
+    """docs/control-plane.md's curl examples for the clock, with kcat (librdkafka) producing and consuming."""
     kcat, topic = _require("kcat"), _name("curl-clock")
     with Broker(MANUAL, mode="process") as broker:
         admin = broker.admin_url
