@@ -9,8 +9,9 @@ client-facing keys only), as recorded by kafka-python in `kafka/protocol/broker_
 (BROKER_API_VERSIONS, "copied from brokers via api_versions_response"). Kafka 4.x advertises Produce
 from v0 although it refuses v0-2 (KIP-896; kept for old librdkafka, KAFKA-18659): our Produce handler
 accepts v3 and up in every profile, so only what is advertised differs, as in Kafka. The KIP-848 APIs
-(ConsumerGroupHeartbeat 68, ConsumerGroupDescribe 69) are listed from 4.0 only: 3.7-3.9 brokers
-advertised v0 of both while the protocol was an opt-in preview, which the 3.x profiles do not offer.
+are listed as the recordings show them: ConsumerGroupHeartbeat (68) v0 from 3.7, ConsumerGroupDescribe
+(69) v0 from 3.8, v0-1 of both from 4.0 (in 3.x the protocol was an early-access preview, but its
+brokers advertised it, and a client asking for group.protocol=consumer tries it).
 Kafka 4.1 serves Produce v13 (topics by id) but keeps OffsetCommit and OffsetFetch v10 (topics by id)
 unstable, advertised only under `unstable.api.versions.enable` (KAFKA-14690/14691; stable from 4.2), so
 its rows stop at v9 as its broker's answer does.
@@ -87,6 +88,7 @@ KAFKA_API_VERSIONS: Mapping[str, KafkaRanges] = {
         13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 4), 17: (0, 1), 18: (0, 3), 19: (0, 7), 20: (0, 6), 21: (0, 2),
         22: (0, 4), 23: (0, 4), 24: (0, 4), 25: (0, 3), 26: (0, 3), 27: (0, 1), 28: (0, 3), 32: (0, 4), 33: (0, 2),
         37: (0, 3), 42: (0, 2), 44: (0, 1), 47: (0, 0), 60: (0, 1), 61: (0, 0), 65: (0, 0), 66: (0, 0),
+        68: (0, 0),
         29: (0, 3), 30: (0, 3), 31: (0, 3), 36: (0, 2), 50: (0, 0), 51: (0, 0),
     },
     "3.8": {
@@ -94,6 +96,7 @@ KAFKA_API_VERSIONS: Mapping[str, KafkaRanges] = {
         13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 5), 17: (0, 1), 18: (0, 3), 19: (0, 7), 20: (0, 6), 21: (0, 2),
         22: (0, 5), 23: (0, 4), 24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (0, 1), 28: (0, 4), 32: (0, 4), 33: (0, 2),
         37: (0, 3), 42: (0, 2), 44: (0, 1), 47: (0, 0), 60: (0, 1), 61: (0, 0), 65: (0, 0), 66: (0, 1),
+        68: (0, 0), 69: (0, 0),
         29: (0, 3), 30: (0, 3), 31: (0, 3), 36: (0, 2), 50: (0, 0), 51: (0, 0),
     },
     "3.9": {
@@ -101,6 +104,7 @@ KAFKA_API_VERSIONS: Mapping[str, KafkaRanges] = {
         13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 5), 17: (0, 1), 18: (0, 4), 19: (0, 7), 20: (0, 6), 21: (0, 2),
         22: (0, 5), 23: (0, 4), 24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (0, 1), 28: (0, 4), 32: (0, 4), 33: (0, 2),
         37: (0, 3), 42: (0, 2), 44: (0, 1), 47: (0, 0), 60: (0, 1), 61: (0, 0), 65: (0, 0), 66: (0, 1),
+        68: (0, 0), 69: (0, 0),
         29: (0, 3), 30: (0, 3), 31: (0, 3), 36: (0, 2), 50: (0, 0), 51: (0, 0),
     },
     "4.0": {

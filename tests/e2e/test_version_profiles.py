@@ -26,9 +26,6 @@ from .helpers import create_topic
 VERSION_KEY = "minikafka.kafka.version"
 # profile -> the release kafka-python's recordings name it by
 RELEASES = {"2.8": (2, 8), "3.x": (3, 9), "3.0": (3, 0), "4.0": (4, 0), "4.1": (4, 1)}
-# ConsumerGroupHeartbeat/Describe: a 3.7-3.9 broker advertised v0 while KIP-848 was a preview (off
-# unless enabled); the profiles offer them from 4.0, where the protocol is generally available.
-CONSUMER_GROUP_KEYS = (68, 69)
 
 
 def _recv_exactly(sock: socket.socket, count: int) -> bytes:
@@ -61,8 +58,6 @@ def _expected(release: tuple[int, ...]) -> dict[int, tuple[int, int]]:
     for module in all_handler_modules():
         ours = getattr(module, "ADVERTISED_VERSIONS", module.VERSIONS)
         if module.API_KEY not in theirs:
-            continue
-        if module.API_KEY in CONSUMER_GROUP_KEYS and release < (4, 0):
             continue
         low, high = max(ours.min, theirs[module.API_KEY][0]), min(ours.max, theirs[module.API_KEY][1])
         if low <= high:
