@@ -1,13 +1,16 @@
 """The one place where exceptions become the Kafka error codes a client sees.
 
-Two translations follow Kafka's KafkaApis and coordinators, each in one table here rather than as
-version literals in handlers:
+Coordinators and storage raise KafkaErrors carrying their own codes and decide nothing about what a
+client is shown. The translations follow Kafka's KafkaApis and coordinators, each in one table here
+rather than in coordinators or as version literals in handlers:
 - A coordinator whose append to `__consumer_offsets` or `__transaction_state` fails with
   KAFKA_STORAGE_ERROR answers NOT_COORDINATOR (GroupMetadataManager / TransactionStateManager map
   log append errors that way), so the client looks the coordinator up again and retries;
   FindCoordinator, when the internal topic cannot be created, answers COORDINATOR_NOT_AVAILABLE.
   The coordinators raise (or, to members waiting in JoinGroup/SyncGroup, pass on) the storage
-  error's own code; only this module maps it.
+  error's own code; members waiting in JoinGroup/SyncGroup are shown it as Kafka's storeGroup maps it.
+- A transaction version 2 Produce whose partition the coordinator cannot add yet is answered with a
+  code older producers retry (NOT_ENOUGH_REPLICAS), as Kafka's ReplicaManager does.
 - Codes newer than the request version are shown as the code that version's clients understand:
   PRODUCER_FENCED (KIP-588) as INVALID_PRODUCER_EPOCH, COORDINATOR_LOAD_IN_PROGRESS to TxnOffsetCommit
   v0-1 as COORDINATOR_NOT_AVAILABLE (KAFKA-7296), KAFKA_STORAGE_ERROR to Fetch v0-5 as
