@@ -63,6 +63,10 @@ class RebalanceInProgress(GroupError):
     error_code = ErrorCode.rebalance_in_progress
 
 
+class InconsistentGroupProtocol(GroupError):
+    error_code = ErrorCode.inconsistent_group_protocol
+
+
 class UnsupportedVersion(GroupError):
     """A consumer-protocol member committing with OffsetCommit older than v9."""
 

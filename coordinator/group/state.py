@@ -25,10 +25,11 @@ from minikafka.coordinator.errors import (
     CoordinatorNotAvailable,
     FencedInstanceId,
     IllegalGeneration,
+    InconsistentGroupProtocol,
     RebalanceInProgress,
     UnknownMemberId,
 )
-from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.errors import ErrorCode
 
 
 class GroupState(Enum):
@@ -248,7 +249,7 @@ class Group:
         """
         candidates = self.candidate_protocols()
         if not candidates:
-            raise KafkaError("no protocol common to all members", code=ErrorCode.inconsistent_group_protocol)
+            raise InconsistentGroupProtocol(f"no protocol common to all members of group {self.group_id}")
         votes = Counter(member.vote(candidates) for member in self.members.values())
         leader = self.members.get(self.leader_id or "") or next(iter(self.members.values()))
         order = {name: index for index, name in enumerate(leader.protocol_names())}
