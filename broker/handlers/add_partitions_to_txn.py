@@ -22,7 +22,7 @@ from typing import Any
 from minikafka.broker.handlers._shared.common import response_of
 from minikafka.broker.handlers._shared.transactions import client_transaction_version
 from minikafka.broker.wire.context import RequestContext
-from minikafka.broker.wire.errors import error_code_for, translate
+from minikafka.broker.wire.errors import error_code_for, outcome_code, translate
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
@@ -44,6 +44,15 @@ def _add(ctx: RequestContext, transactional_id: str, producer_id: int, producer_
     except KafkaError as exc:
         return dict.fromkeys(wanted, error_code_for(exc, ctx))
     return {}
+
+
+def _verify(ctx: RequestContext, transactional_id: str, producer_id: int, producer_epoch: int,
+            wanted: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+    try:
+        outcomes = ctx.services.transactions.verify_partitions(transactional_id, producer_id, producer_epoch, wanted)
+    except KafkaError as exc:
+        return dict.fromkeys(wanted, error_code_for(exc, ctx))
+    return {tp: outcome_code(ctx, outcome) for tp, outcome in outcomes.items()}
 
 
 def _topic_results(topics: Any, codes: dict[TopicPartition, ErrorCode], ctx: RequestContext) -> list[dict[str, Any]]:
@@ -68,8 +77,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for txn in request.transactions:
         wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
         if txn.verify_only:
-            codes = ctx.services.transactions.verify_partitions(txn.transactional_id, txn.producer_id,
-                                                                txn.producer_epoch, wanted)
+            codes = _verify(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted)
         else:
             codes = _add(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted, version)
         results.append({"transactional_id": txn.transactional_id,

@@ -12,8 +12,11 @@ from typing import Any
 from minikafka.broker.handlers._shared.common import response_of
 from minikafka.broker.handlers._shared.group import coordinator, ownership_error
 from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.errors import error_code_for
+from minikafka.coordinator.errors import GroupError
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
+from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.DELETE_GROUPS
 VERSIONS = VersionRange(0, 2)
@@ -24,6 +27,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for group_id in request.groups_names:
         error = ownership_error(ctx, group_id) if group_id else None
         if error is None:
-            error = coordinator(ctx).delete_groups([group_id])[group_id]
+            error = _delete(ctx, group_id)
         results.append({"group_id": group_id, "error_code": error})
     return build(response_of(request), throttle_time=0, results=results)
+
+
+def _delete(ctx: RequestContext, group_id: str) -> ErrorCode:
+    try:
+        coordinator(ctx).delete_group(group_id)
+    except GroupError as exc:
+        return error_code_for(exc, ctx)
+    return ErrorCode.none

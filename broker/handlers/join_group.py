@@ -19,6 +19,7 @@ from typing import Any
 from minikafka.broker.handlers._shared.common import response_of
 from minikafka.broker.handlers._shared.group import client_host, coordinator, ownership_error
 from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.errors import member_code
 from minikafka.coordinator.group import JoinGroupRequest
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build, ms
@@ -52,7 +53,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return build(
         response_of(request),
         throttle_time=0,
-        error_code=result.error,
+        error_code=member_code(ctx, result.error),
         generation_id=result.generation_id,
         protocol_type=result.protocol_type,
         protocol_name=result.protocol_name or ("" if version < 7 else None),

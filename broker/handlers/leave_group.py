@@ -14,6 +14,8 @@ from typing import Any
 from minikafka.broker.handlers._shared.common import response_of
 from minikafka.broker.handlers._shared.group import coordinator, ownership_error
 from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.errors import error_code_for, outcome_code
+from minikafka.coordinator.errors import GroupError
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode
@@ -27,12 +29,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if error is not None:
         return build(response_of(request), error_code=error)
     if request.__version__ < 3:
-        top, errors = coordinator(ctx).leave_group(request.group_id, [(request.member_id, None)])
+        top, errors = _leave(ctx, request.group_id, [(request.member_id, None)])
         return build(
             response_of(request), throttle_time=0, error_code=top if top is not ErrorCode.none else errors[0]
         )
     members = [(m.member_id, m.group_instance_id) for m in request.members]
-    top, errors = coordinator(ctx).leave_group(request.group_id, members)
+    top, errors = _leave(ctx, request.group_id, members)
     return build(
         response_of(request),
         throttle_time=0,
@@ -42,3 +44,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for (mid, iid), err in zip(members, errors, strict=True)
         ],
     )
+
+
+def _leave(
+    ctx: RequestContext, group_id: str, members: list[tuple[str, str | None]]
+) -> tuple[ErrorCode, list[ErrorCode]]:
+    """(top-level code, per-member codes); a group-level failure is every member's code too."""
+    try:
+        outcomes = coordinator(ctx).leave_group(group_id, members)
+    except GroupError as exc:
+        code = error_code_for(exc, ctx)
+        return code, [code] * len(members)
+    return ErrorCode.none, [outcome_code(ctx, outcome) for outcome in outcomes]

@@ -29,6 +29,8 @@ from typing import Any
 from minikafka.broker.handlers._shared.common import response_of
 from minikafka.broker.handlers._shared.group import coordinator, ownership_error
 from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.errors import outcome_code
+from minikafka.coordinator.errors import GroupError, PartitionOutcomes
 from minikafka.coordinator.group import OffsetCommit
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build, ms
@@ -77,17 +79,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
     if commits:
-        errors.update(
-            coordinator(ctx).commit_offsets(
+        outcomes: PartitionOutcomes
+        try:
+            outcomes = coordinator(ctx).commit_offsets(
                 group_id=request.group_id,
                 generation_id=request.generation_id_or_member_epoch,
                 member_id=request.member_id,
                 group_instance_id=getattr(request, "group_instance_id", None),
                 commits=commits,
-                unknown_group_error=(
-                    ErrorCode.group_id_not_found if request.__version__ >= 9 else ErrorCode.illegal_generation
-                ),
                 api_version=request.__version__,
             )
-        )
+        except GroupError as exc:
+            outcomes = {(c.topic, c.partition): exc for c in commits}
+        errors.update({tp: outcome_code(ctx, outcome) for tp, outcome in outcomes.items()})
     return _response(request, errors)

@@ -14,6 +14,8 @@ from typing import Any
 from minikafka.broker.handlers._shared.common import response_of
 from minikafka.broker.handlers._shared.group import coordinator, ownership_error
 from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.errors import error_code_for, outcome_code
+from minikafka.coordinator.errors import GroupError
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode
@@ -29,8 +31,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if error is None:
         known = [tp for tp in wanted if ctx.services.logs.partition(*tp) is not None]
         results = dict.fromkeys(wanted, ErrorCode.unknown_topic_or_partition)
-        error, deleted = coordinator(ctx).delete_offsets(request.group_id, known)
-        results.update(deleted)
+        try:
+            deleted = coordinator(ctx).delete_offsets(request.group_id, known)
+        except GroupError as exc:
+            error = error_code_for(exc, ctx)
+        else:
+            error = ErrorCode.none
+            results.update({tp: outcome_code(ctx, outcome) for tp, outcome in deleted.items()})
     if error is not ErrorCode.none:
         return build(response_of(request), throttle_time=0, error_code=error)
     topics: dict[str, list[dict[str, Any]]] = {}

@@ -21,6 +21,8 @@ from typing import Any
 from minikafka.broker.handlers._shared.common import response_of
 from minikafka.broker.handlers._shared.group import coordinator, ownership_error
 from minikafka.broker.wire.context import RequestContext
+from minikafka.broker.wire.errors import error_code_for
+from minikafka.coordinator.errors import GroupError
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode
@@ -37,9 +39,10 @@ def _group(
     (member id, member epoch) of v9."""
     error = ownership_error(ctx, group_id)
     if error is None:
-        error = coordinator(ctx).validate_offset_fetch(group_id, *member)
-        if error is ErrorCode.none:
-            error = None
+        try:
+            coordinator(ctx).validate_offset_fetch(group_id, *member)
+        except GroupError as exc:
+            error = error_code_for(exc, ctx)
     wanted = None if topics is None else [(t.name, p) for t in topics for p in getattr(t, names)]
     fetched = {} if error is not None else coordinator(ctx).fetch_offsets(group_id, wanted, require_stable)
     order: dict[str, list[dict[str, Any]]] = {}

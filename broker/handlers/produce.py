@@ -41,7 +41,7 @@ from typing import Any
 from minikafka.broker.handlers._shared.common import leader_endpoints, partition_log, response_of
 from minikafka.broker.handlers._shared.transactions import client_transaction_version
 from minikafka.broker.wire.context import RequestContext
-from minikafka.broker.wire.errors import CloseConnection, error_fields
+from minikafka.broker.wire.errors import PRODUCE_ADD_PARTITION_ERRORS, CloseConnection, error_fields
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import CorruptRecord, ErrorCode, KafkaError
@@ -52,10 +52,6 @@ API_KEY = ApiKey.PRODUCE
 VERSIONS = VersionRange(3, 13)
 ADVERTISED_VERSIONS = VersionRange(0, 13)
 TOPIC_IDS_FROM = 13
-# Kafka's ReplicaManager: coordinator errors an older producer would not retry become one it does
-_RETRIABLE_AS_NOT_ENOUGH_REPLICAS = frozenset({ErrorCode.concurrent_transactions,
-                                               ErrorCode.coordinator_load_in_progress,
-                                               ErrorCode.coordinator_not_available, ErrorCode.not_coordinator})
 
 
 class InvalidRecord(KafkaError):
@@ -74,9 +70,9 @@ def _add_partition_implicitly(services: Any, transactional_id: str | None, heade
         services.transactions.add_partitions(transactional_id, header.producer_id, header.producer_epoch,
                                              [(topic, partition)], 2)
     except KafkaError as exc:
-        if exc.error_code in _RETRIABLE_AS_NOT_ENOUGH_REPLICAS:
-            raise KafkaError(f"cannot add {topic}-{partition} to the transaction yet: {exc}",
-                             code=ErrorCode.not_enough_replicas) from exc
+        shown = PRODUCE_ADD_PARTITION_ERRORS.get(exc.error_code)
+        if shown is not None:
+            raise KafkaError(f"cannot add {topic}-{partition} to the transaction yet: {exc}", code=shown) from exc
         raise
 
 

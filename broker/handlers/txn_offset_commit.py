@@ -19,7 +19,7 @@ from typing import Any
 from minikafka.broker.handlers._shared.common import response_of
 from minikafka.broker.handlers._shared.transactions import client_transaction_version
 from minikafka.broker.wire.context import RequestContext
-from minikafka.broker.wire.errors import error_code_for, translate
+from minikafka.broker.wire.errors import error_code_for, outcome_code, translate
 from minikafka.coordinator.group.coordinator import OffsetCommit
 from minikafka.coordinator.internal_topics import OFFSETS_TOPIC
 from minikafka.protocol.api_keys import ApiKey, VersionRange
@@ -49,10 +49,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         else:
             services.transactions.verify_partition(request.transactional_id, request.producer_id,
                                                    request.producer_epoch, OFFSETS_TOPIC, partition)
-        results = services.groups.commit_transactional_offsets(
+        outcomes = services.groups.commit_transactional_offsets(
             request.group_id, request.producer_id, request.producer_epoch, commits,
             generation_id=getattr(request, "generation_id", -1), member_id=getattr(request, "member_id", ""),
             group_instance_id=getattr(request, "group_instance_id", None))
+        results = {tp: outcome_code(ctx, outcome) for tp, outcome in outcomes.items()}
     except KafkaError as exc:
         code = error_code_for(exc, ctx)
     topics = [{"name": t.name, "partitions": [

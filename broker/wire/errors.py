@@ -1,11 +1,16 @@
 """The one place where exceptions become the Kafka error codes a client sees.
 
-Two translations follow Kafka's KafkaApis and coordinators, each in one table here rather than as
-version literals in handlers:
+Coordinators and storage raise KafkaErrors carrying their own codes and decide nothing about what a
+client is shown. The translations follow Kafka's KafkaApis and coordinators, each in one table here
+rather than in coordinators or as version literals in handlers:
 - A coordinator whose append to `__consumer_offsets` or `__transaction_state` fails with
   KAFKA_STORAGE_ERROR answers NOT_COORDINATOR (GroupMetadataManager / TransactionStateManager map
   log append errors that way), so the client looks the coordinator up again and retries;
   FindCoordinator, when the internal topic cannot be created, answers COORDINATOR_NOT_AVAILABLE.
+  The coordinators raise (or, to members waiting in JoinGroup/SyncGroup, pass on) the storage
+  error's own code; members waiting in JoinGroup/SyncGroup are shown it as Kafka's storeGroup maps it.
+- A transaction version 2 Produce whose partition the coordinator cannot add yet is answered with a
+  code older producers retry (NOT_ENOUGH_REPLICAS), as Kafka's ReplicaManager does.
 - Codes newer than the request version are shown as the code that version's clients understand:
   PRODUCER_FENCED (KIP-588) as INVALID_PRODUCER_EPOCH, COORDINATOR_LOAD_IN_PROGRESS to TxnOffsetCommit
   v0-1 as COORDINATOR_NOT_AVAILABLE (KAFKA-7296), KAFKA_STORAGE_ERROR to Fetch v0-5 as
@@ -75,6 +80,26 @@ COORDINATOR_APPEND_ERRORS: Mapping[ErrorCode, ErrorCode] = {
 FIND_COORDINATOR_ERRORS: Mapping[ErrorCode, ErrorCode] = {
     ErrorCode.kafka_storage_error: ErrorCode.coordinator_not_available,
 }
+# Kafka's GroupMetadataManager.storeGroup: what the members waiting in JoinGroup or SyncGroup are told
+# when their group's record cannot be appended.
+GROUP_STORE_ERRORS: Mapping[ErrorCode, ErrorCode] = {
+    **COORDINATOR_APPEND_ERRORS,
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.request_timed_out: ErrorCode.rebalance_in_progress,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
+}
+# Kafka's ReplicaManager, for the partition a transaction version 2 Produce adds to its transaction:
+# coordinator errors an older producer would not retry are shown as one it does.
+PRODUCE_ADD_PARTITION_ERRORS: Mapping[ErrorCode, ErrorCode] = dict.fromkeys(
+    (ErrorCode.concurrent_transactions, ErrorCode.coordinator_load_in_progress,
+     ErrorCode.coordinator_not_available, ErrorCode.not_coordinator),
+    ErrorCode.not_enough_replicas,
+)
 
 
 def shown_code(api_key: int, api_version: int, code: ErrorCode) -> ErrorCode:
@@ -91,6 +116,15 @@ def shown_code(api_key: int, api_version: int, code: ErrorCode) -> ErrorCode:
 
 def translate(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
     return shown_code(ctx.api_key, ctx.api_version, code)
+
+
+def shown_member_code(api_key: int, api_version: int, code: ErrorCode) -> ErrorCode:
+    """The code a JoinGroup or SyncGroup member is shown for the `code` of its result."""
+    return shown_code(api_key, api_version, GROUP_STORE_ERRORS.get(code, code))
+
+
+def member_code(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
+    return shown_member_code(ctx.api_key, ctx.api_version, code)
 
 
 def record_unexpected(ctx: RequestContext | None, exc: BaseException, **where: Any) -> None:
@@ -114,6 +148,11 @@ def error_code_for(exc: BaseException, ctx: RequestContext | None = None, **wher
         record_unexpected(ctx, exc, **where)
         code = ErrorCode.unknown_server_error
     return translate(ctx, code) if ctx is not None else code
+
+
+def outcome_code(ctx: RequestContext, outcome: BaseException | None) -> ErrorCode:
+    """The code of one member's or partition's outcome, as a coordinator reports it: None is success."""
+    return ErrorCode.none if outcome is None else error_code_for(outcome, ctx)
 
 
 def error_message_for(exc: BaseException) -> str | None:

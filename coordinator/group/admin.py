@@ -10,11 +10,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from minikafka.coordinator.errors import (
+    GroupIdNotFound,
+    GroupSubscribedToTopic,
+    InvalidGroupId,
+    NonEmptyGroup,
+    PartitionOutcomes,
+)
 from minikafka.coordinator.group.metadata import GroupMetadataManager
 from minikafka.coordinator.group.offsets import TopicPartition
 from minikafka.coordinator.group.records import CONSUMER_PROTOCOL_TYPE, consumer_subscription_topics
 from minikafka.coordinator.group.state import Group, GroupState
-from minikafka.protocol.errors import ErrorCode
 
 # Every state a classic group may be listed or described in, for counts that name each one.
 GROUP_STATES = tuple(state.value for state in GroupState)
@@ -107,39 +113,33 @@ class GroupAdmin:
                           for group_id in self._manager.offsets.groups() if group_id not in self._groups)
         return listed
 
-    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
-        out: dict[str, ErrorCode] = {}
-        for group_id in group_ids:
-            group = self._groups.get(group_id)
-            if not group_id:
-                out[group_id] = ErrorCode.invalid_group_id
-            elif group is None or group.is_(GroupState.DEAD):
-                out[group_id] = ErrorCode.group_id_not_found
-            elif not group.is_(GroupState.EMPTY):
-                out[group_id] = ErrorCode.non_empty_group
-            else:
-                self._manager.delete_group(group)
-                out[group_id] = ErrorCode.none
-        return out
+    def delete_group(self, group_id: str) -> None:
+        group = self._groups.get(group_id)
+        if not group_id:
+            raise InvalidGroupId("the group id is empty")
+        if group is None or group.is_(GroupState.DEAD):
+            raise GroupIdNotFound(f"group {group_id} does not exist")
+        if not group.is_(GroupState.EMPTY):
+            raise NonEmptyGroup(f"group {group_id} has members")
+        self._manager.delete_group(group)
 
-    def delete_offsets(
-        self, group_id: str, partitions: list[TopicPartition]
-    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> PartitionOutcomes:
         """Kafka 4's OffsetMetadataManager.deleteOffsets: a group error (unknown group, or a non-empty
-        group that is not a consumer group) fails the request; otherwise the top-level error is NONE
-        and only partitions of topics the group subscribes to get GROUP_SUBSCRIBED_TO_TOPIC."""
+        group that is not a consumer group) fails the request; otherwise only partitions of topics the
+        group subscribes to are refused (GROUP_SUBSCRIBED_TO_TOPIC)."""
         group = self._groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
-            return ErrorCode.group_id_not_found, {}
+            raise GroupIdNotFound(f"group {group_id} does not exist")
         if not group.is_(GroupState.EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
-            return ErrorCode.non_empty_group, {}
+            raise NonEmptyGroup(f"group {group_id} has members")
         subscribed = _subscribed_topics(group)
-        results = {
-            tp: ErrorCode.group_subscribed_to_topic if subscribed is None or tp[0] in subscribed else ErrorCode.none
+        results: PartitionOutcomes = {
+            tp: GroupSubscribedToTopic(f"group {group_id} consumes {tp[0]}")
+            if subscribed is None or tp[0] in subscribed else None
             for tp in partitions
         }
-        self._manager.delete_offsets(group_id, [tp for tp, error in results.items() if error is ErrorCode.none])
-        return ErrorCode.none, results
+        self._manager.delete_offsets(group_id, [tp for tp, error in results.items() if error is None])
+        return results
 
 
 def _subscribed_topics(group: Group) -> set[str] | None:

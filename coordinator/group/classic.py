@@ -27,7 +27,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from minikafka.coordinator.group.metadata import GroupMetadataManager, store_error
+from minikafka.coordinator.errors import (
+    CoordinatorNotAvailable,
+    FencedInstanceId,
+    GroupError,
+    IllegalGeneration,
+    RebalanceInProgress,
+    UnknownMemberId,
+)
+from minikafka.coordinator.group.metadata import GroupMetadataManager
 from minikafka.coordinator.group.state import Group, GroupState, JoinResult, Member, SyncResult
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
@@ -65,10 +73,6 @@ class SyncGroupRequest:
     protocol_type: str | None
     protocol_name: str | None
     assignments: dict[str, bytes]
-
-
-def _error(code: ErrorCode) -> KafkaError:
-    return KafkaError(code.name, code=code)
 
 
 class ClassicGroupEngine:
@@ -395,7 +399,7 @@ class ClassicGroupEngine:
              member.client_host) = old_settings
             group.replace_static_member(instance_id, new_id, old_id)
             self._schedule_heartbeat(group, member, member.session_timeout_ms)
-            return JoinResult(store_error(exc.error_code), "", group.generation_id, group.protocol_type,
+            return JoinResult(exc.error_code, "", group.generation_id, group.protocol_type,
                               group.protocol_name, group.leader_id or "")
         self._schedule_heartbeat(group, member, request.session_timeout_ms)
         if group.leader_id == new_id and not request.supports_skip_assignment:
@@ -411,16 +415,16 @@ class ClassicGroupEngine:
         self, group: Group | None, member_id: str, instance_id: str | None, generation_id: int | None
     ) -> Member:
         if group is None:
-            raise _error(ErrorCode.unknown_member_id)
+            raise UnknownMemberId(f"member {member_id}: no such group")
         if group.is_(GroupState.DEAD):
-            raise _error(ErrorCode.coordinator_not_available)
+            raise CoordinatorNotAvailable(f"group {group.group_id} is dead")
         if group.is_static_member_fenced(member_id, instance_id):
-            raise _error(ErrorCode.fenced_instance_id)
+            raise FencedInstanceId(f"static member {instance_id} of group {group.group_id} is not {member_id}")
         member = group.members.get(member_id)
         if member is None:
-            raise _error(ErrorCode.unknown_member_id)
+            raise UnknownMemberId(f"member {member_id} is not in group {group.group_id}")
         if generation_id is not None and generation_id != group.generation_id:
-            raise _error(ErrorCode.illegal_generation)
+            raise IllegalGeneration(f"generation {generation_id} is not {group.generation_id}")
         return member
 
     async def sync_group(self, request: SyncGroupRequest) -> SyncResult:
@@ -434,7 +438,7 @@ class ClassicGroupEngine:
         member_id = request.member_id
         try:
             member = self._check_member(group, member_id, request.group_instance_id, request.generation_id)
-        except KafkaError as exc:
+        except GroupError as exc:
             return SyncResult(exc.error_code)
         assert group is not None
         if (request.protocol_type is not None and request.protocol_type != group.protocol_type) or (
@@ -466,7 +470,7 @@ class ClassicGroupEngine:
         try:
             self._manager.store_group(group)
         except KafkaError as exc:
-            self._reset_and_propagate_assignment_error(group, store_error(exc.error_code))
+            self._reset_and_propagate_assignment_error(group, exc.error_code)
             self._prepare_rebalance(group, f"error when storing group assignment during SyncGroup "
                                            f"(member: {request.member_id}): {exc}")
             return
@@ -490,51 +494,51 @@ class ClassicGroupEngine:
                 member.complete_sync(SyncResult(error))
                 self._schedule_heartbeat(group, member, member.session_timeout_ms, now)
 
-    def heartbeat(
-        self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
-    ) -> ErrorCode:
+    def heartbeat(self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> None:
         group = self._groups.get(group_id)
-        try:
-            member = self._check_member(group, member_id, group_instance_id, None)
-        except KafkaError as exc:
-            return exc.error_code
+        member = self._check_member(group, member_id, group_instance_id, None)
         assert group is not None
         if generation_id != group.generation_id:
-            return ErrorCode.illegal_generation
+            raise IllegalGeneration(f"generation {generation_id} is not {group.generation_id}")
         if group.is_(GroupState.EMPTY):
-            return ErrorCode.unknown_member_id
+            raise UnknownMemberId(f"group {group_id} is empty")
         self._schedule_heartbeat(group, member, member.session_timeout_ms)
         if group.is_(GroupState.PREPARING_REBALANCE):
-            return ErrorCode.rebalance_in_progress
-        return ErrorCode.none
+            raise RebalanceInProgress(f"group {group_id} is rebalancing")
 
-    def leave_group(
-        self, group_id: str, members: Iterable[tuple[str, str | None]]
-    ) -> tuple[ErrorCode, list[ErrorCode]]:
-        """(top-level error, per-member errors) for members given as (member id, group.instance.id)."""
+    def leave_group(self, group_id: str, members: Iterable[tuple[str, str | None]]) -> list[GroupError | None]:
+        """Per member, given as (member id, group.instance.id): None when it left, else why it could not.
+        A Dead group fails them all: CoordinatorNotAvailable is raised."""
         members = list(members)
         group = self._groups.get(group_id)
         if group is None:
-            return ErrorCode.none, [ErrorCode.unknown_member_id] * len(members)
+            return [UnknownMemberId(f"member {member_id}: no group {group_id}") for member_id, _ in members]
         if group.is_(GroupState.DEAD):
-            return ErrorCode.coordinator_not_available, [ErrorCode.coordinator_not_available] * len(members)
-        return ErrorCode.none, [self._leave(group, member_id, instance_id) for member_id, instance_id in members]
+            raise CoordinatorNotAvailable(f"group {group_id} is dead")
+        outcomes: list[GroupError | None] = []
+        for member_id, instance_id in members:
+            try:
+                self._leave(group, member_id, instance_id)
+            except GroupError as exc:
+                outcomes.append(exc)
+            else:
+                outcomes.append(None)
+        return outcomes
 
-    def _leave(self, group: Group, member_id: str, instance_id: str | None) -> ErrorCode:
+    def _leave(self, group: Group, member_id: str, instance_id: str | None) -> None:
         if not member_id and instance_id is not None:
             member_id = group.static_members.get(instance_id, "")
             if not member_id:
-                return ErrorCode.unknown_member_id
+                raise UnknownMemberId(f"static member {instance_id} is not in group {group.group_id}")
         elif group.is_static_member_fenced(member_id, instance_id):
-            return ErrorCode.fenced_instance_id
+            raise FencedInstanceId(f"static member {instance_id} of group {group.group_id} is not {member_id}")
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
             self._timers.cancel(("heartbeat", group.group_id, member_id))
             self._try_complete_join(group)
-            return ErrorCode.none
+            return
         member = group.members.get(member_id)
         if member is None:
-            return ErrorCode.unknown_member_id
+            raise UnknownMemberId(f"member {member_id} is not in group {group.group_id}")
         _log.info("member %s left group %s", member_id, group.group_id)
         self._remove_member_and_update_group(group, member)
-        return ErrorCode.none

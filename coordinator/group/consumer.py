@@ -40,6 +40,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from minikafka.coordinator.errors import (
+    IllegalGeneration,
+    NonEmptyGroup,
+    StaleMemberEpoch,
+    UnknownMemberId,
+    UnsupportedVersion,
+)
 from minikafka.coordinator.group.metadata import GroupMetadataManager
 from minikafka.coordinator.ports import LogManager
 from minikafka.protocol.errors import ErrorCode
@@ -174,33 +181,34 @@ class ConsumerGroup:
         return -1
 
     def validate_offset_commit(self, member_id: str, member_epoch: int, *, transactional: bool,
-                               api_version: int) -> ErrorCode:
+                               api_version: int) -> None:
         """Kafka's ConsumerGroup.validateOffsetCommit: -1 with no members is a simple commit."""
         if member_epoch < 0 and not self.members:
-            return ErrorCode.none
+            return
         member = self.members.get(member_id)
         if member is None:
-            return ErrorCode.unknown_member_id
+            raise UnknownMemberId(f"member {member_id} is not in consumer group {self.group_id}")
         if not transactional and member.classic is None and api_version < 9:
-            return ErrorCode.unsupported_version
-        return _epoch_check(member, member_epoch)
+            raise UnsupportedVersion(f"consumer member {member_id} commits with OffsetCommit v{api_version}")
+        _epoch_check(member, member_epoch)
 
-    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> ErrorCode:
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
         """Kafka's ConsumerGroup.validateOffsetFetch: without a member (admin, v<9) anything goes."""
         if member_epoch < 0 and not member_id:
-            return ErrorCode.none
+            return
         member = self.members.get(member_id or "")
         if member is None:
-            return ErrorCode.unknown_member_id
-        return _epoch_check(member, member_epoch)
+            raise UnknownMemberId(f"member {member_id} is not in consumer group {self.group_id}")
+        _epoch_check(member, member_epoch)
 
 
-def _epoch_check(member: ConsumerMember, member_epoch: int) -> ErrorCode:
+def _epoch_check(member: ConsumerMember, member_epoch: int) -> None:
     """Kafka's ConsumerGroup.validateMemberEpoch: a classic member's generation is its epoch, and a
     mismatch is ILLEGAL_GENERATION for it (what a classic client understands)."""
     if member_epoch == member.member_epoch:
-        return ErrorCode.none
-    return ErrorCode.illegal_generation if member.classic is not None else ErrorCode.stale_member_epoch
+        return
+    message = f"epoch {member_epoch} of member {member.member_id} is not {member.member_epoch}"
+    raise IllegalGeneration(message) if member.classic is not None else StaleMemberEpoch(message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -705,15 +713,12 @@ class ConsumerGroupEngine:
     def is_consumer_group(self, group_id: str) -> bool:
         return group_id in self.groups
 
-    def delete(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
-        out = {}
-        for group_id in group_ids:
-            group = self.groups.get(group_id)
-            if group is None:
-                continue
-            if group.members:
-                out[group_id] = ErrorCode.non_empty_group
-            else:
-                del self.groups[group_id]
-                out[group_id] = ErrorCode.none
-        return out
+    def delete(self, group_id: str) -> bool:
+        """Whether `group_id` was a consumer group, now deleted; a group with members is not."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return False
+        if group.members:
+            raise NonEmptyGroup(f"consumer group {group_id} has members")
+        del self.groups[group_id]
+        return True

@@ -26,6 +26,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from minikafka.coordinator.errors import GroupError, GroupSubscribedToTopic, PartitionOutcomes
 from minikafka.coordinator.group.admin import GroupAdmin, GroupDescription, GroupListing
 from minikafka.coordinator.group.classic import ClassicGroupEngine, JoinGroupRequest, SyncGroupRequest
 from minikafka.coordinator.group.consumer import (
@@ -160,22 +161,20 @@ class GroupCoordinator:
             return self._migration.sync(consumer_group, request)
         return await self._classic.sync_group(request)
 
-    def heartbeat(
-        self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
-    ) -> ErrorCode:
+    def heartbeat(self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> None:
+        """Raises a GroupError when the member is to rejoin or is not in the group."""
         consumer_group = self._consumer.groups.get(group_id)
         if consumer_group is not None:
             return self._migration.heartbeat(consumer_group, generation_id, member_id, group_instance_id)
         return self._classic.heartbeat(group_id=group_id, generation_id=generation_id, member_id=member_id,
                                        group_instance_id=group_instance_id)
 
-    def leave_group(
-        self, group_id: str, members: Iterable[tuple[str, str | None]]
-    ) -> tuple[ErrorCode, list[ErrorCode]]:
-        """(top-level error, per-member errors) for members given as (member id, group.instance.id)."""
+    def leave_group(self, group_id: str, members: Iterable[tuple[str, str | None]]) -> list[GroupError | None]:
+        """Per member, given as (member id, group.instance.id): None when it left, else why it could not.
+        A GroupError raised fails the whole request."""
         consumer_group = self._consumer.groups.get(group_id)
         if consumer_group is not None:
-            return ErrorCode.none, self._migration.leave(consumer_group, list(members))
+            return self._migration.leave(consumer_group, list(members))
         return self._classic.leave_group(group_id, members)
 
     # -- KIP-848 consumer groups ---------------------------------------------------------------
@@ -218,18 +217,18 @@ class GroupCoordinator:
         member_id: str,
         group_instance_id: str | None,
         commits: list[OffsetCommit],
-        unknown_group_error: ErrorCode = ErrorCode.illegal_generation,
         api_version: int = 9,
-    ) -> dict[TopicPartition, ErrorCode]:
-        """For a consumer group, `generation_id` is the member epoch (OffsetCommit v9's field)."""
+    ) -> PartitionOutcomes:
+        """For a consumer group, `generation_id` is the member epoch (OffsetCommit v9's field). A
+        GroupError raised refuses every partition of the commit."""
         consumer_group = self._consumer.groups.get(group_id)
         if consumer_group is not None:
-            error = consumer_group.validate_offset_commit(member_id, generation_id, transactional=False,
-                                                          api_version=api_version)
-            return self._offsets.write_checked(group_id, commits, error)
+            consumer_group.validate_offset_commit(member_id, generation_id, transactional=False,
+                                                  api_version=api_version)
+            return self._offsets.write_checked(group_id, commits)
         return self._offsets.commit_offsets(group_id=group_id, generation_id=generation_id, member_id=member_id,
                                             group_instance_id=group_instance_id, commits=commits,
-                                            unknown_group_error=unknown_group_error)
+                                            api_version=api_version)
 
     def commit_transactional_offsets(
         self,
@@ -241,12 +240,11 @@ class GroupCoordinator:
         generation_id: int = -1,
         member_id: str = "",
         group_instance_id: str | None = None,
-    ) -> dict[TopicPartition, ErrorCode]:
+    ) -> PartitionOutcomes:
         consumer_group = self._consumer.groups.get(group_id)
         if consumer_group is not None:
-            error = consumer_group.validate_offset_commit(member_id, generation_id, transactional=True,
-                                                          api_version=9)
-            return self._offsets.write_checked(group_id, commits, error, producer_id=producer_id,
+            consumer_group.validate_offset_commit(member_id, generation_id, transactional=True, api_version=9)
+            return self._offsets.write_checked(group_id, commits, producer_id=producer_id,
                                                producer_epoch=producer_epoch)
         return self._offsets.commit_transactional_offsets(group_id, producer_id, producer_epoch, commits,
                                                           generation_id=generation_id, member_id=member_id,
@@ -263,12 +261,12 @@ class GroupCoordinator:
     ) -> dict[TopicPartition, FetchedOffset]:
         return self._offsets.fetch_offsets(group_id, partitions, require_stable)
 
-    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
-        """OffsetFetch v9's member check; only consumer groups check it (classic groups ignore it)."""
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
+        """OffsetFetch v9's member check, raising a GroupError; only consumer groups check it (classic
+        groups ignore it)."""
         consumer_group = self._consumer.groups.get(group_id)
-        if consumer_group is None:
-            return ErrorCode.none
-        return consumer_group.validate_offset_fetch(member_id, member_epoch)
+        if consumer_group is not None:
+            consumer_group.validate_offset_fetch(member_id, member_epoch)
 
     def expire_offsets(self, now_ms: int) -> int:
         return self._metadata.expire_offsets(now_ms)
@@ -281,30 +279,27 @@ class GroupCoordinator:
     def list_groups(self, states: Iterable[str] = (), *, with_offsets_only: bool = False) -> list[GroupListing]:
         return self._admin.list_groups(states, with_offsets_only=with_offsets_only)
 
-    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
-        group_ids = list(group_ids)
-        consumer = self._consumer.delete(group_ids)
-        for group_id, error in consumer.items():
-            if error is ErrorCode.none:
-                self._metadata.delete_consumer_group(group_id)
-        classic = self._admin.delete_groups([g for g in group_ids if g not in consumer])
-        return {g: consumer[g] if g in consumer else classic[g] for g in group_ids}
+    def delete_group(self, group_id: str) -> None:
+        """DeleteGroups of one group; raises a GroupError when it cannot be deleted."""
+        if self._consumer.delete(group_id):
+            self._metadata.delete_consumer_group(group_id)
+        else:
+            self._admin.delete_group(group_id)
 
-    def delete_offsets(
-        self, group_id: str, partitions: list[TopicPartition]
-    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> PartitionOutcomes:
+        """A GroupError raised fails the request; else, per partition, None or why it was kept."""
         consumer_group = self._consumer.groups.get(group_id)
         if consumer_group is None:
             return self._admin.delete_offsets(group_id, partitions)
         # Kafka's OffsetMetadataManager.deleteOffsets for a consumer group: any state; the partitions
         # of topics a member subscribes to (by name or regex) are GROUP_SUBSCRIBED_TO_TOPIC.
-        results = {
-            tp: ErrorCode.group_subscribed_to_topic
-            if any(m.subscribes_to(tp[0]) for m in consumer_group.members.values()) else ErrorCode.none
+        results: PartitionOutcomes = {
+            tp: GroupSubscribedToTopic(f"a member of group {group_id} consumes {tp[0]}")
+            if any(m.subscribes_to(tp[0]) for m in consumer_group.members.values()) else None
             for tp in partitions
         }
-        self._metadata.delete_offsets(group_id, [tp for tp, error in results.items() if error is ErrorCode.none])
-        return ErrorCode.none, results
+        self._metadata.delete_offsets(group_id, [tp for tp, error in results.items() if error is None])
+        return results
 
     def on_topic_deleted(self, topic: str) -> None:
         """Kafka's onPartitionsDeleted: every group's committed offsets of a deleted topic are tombstoned,

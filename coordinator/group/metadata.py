@@ -41,7 +41,7 @@ from minikafka.coordinator.group.records import (
 from minikafka.coordinator.group.state import Group, GroupState, Member
 from minikafka.coordinator.ports import LogManager
 from minikafka.coordinator.timers import Timers
-from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.errors import KafkaError
 from minikafka.protocol.records import parse_control_record
 from minikafka.storage.clock import Clock, next_periodic_run
 
@@ -92,24 +92,6 @@ class ConsumerGroupStore(Protocol):
     def tombstones(self, group_id: str) -> Records: ...
 
     def expire_offsets(self, now_ms: int) -> int: ...
-
-# Kafka's GroupMetadataManager.storeGroup: the code members see when the group record cannot be appended.
-_STORE_ERRORS = {
-    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
-    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
-    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
-    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
-    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
-    ErrorCode.request_timed_out: ErrorCode.rebalance_in_progress,
-    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
-    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
-    ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
-}
-
-
-def store_error(code: ErrorCode) -> ErrorCode:
-    """What a member is told when its group's record could not be appended."""
-    return _STORE_ERRORS.get(code, code)
 
 
 class GroupMetadataManager:

@@ -33,6 +33,13 @@ from __future__ import annotations
 import logging
 import uuid
 
+from minikafka.coordinator.errors import (
+    FencedInstanceId,
+    GroupError,
+    IllegalGeneration,
+    RebalanceInProgress,
+    UnknownMemberId,
+)
 from minikafka.coordinator.group.classic import ClassicGroupEngine, JoinGroupRequest, SyncGroupRequest
 from minikafka.coordinator.group.consumer import (
     ClassicMemberMetadata,
@@ -220,9 +227,10 @@ class GroupMigration:
             subscription = decode_subscription(request.protocols[0][1])
         except MalformedConsumerProtocol:
             return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
-        member = self._join_member(group, request, member_id, unknown)
-        if isinstance(member, ErrorCode):
-            return JoinResult(member, member_id)
+        try:
+            member = self._join_member(group, request, member_id, unknown)
+        except GroupError as exc:
+            return JoinResult(exc.error_code, member_id)
         names = tuple(sorted(set(subscription.topics)))
         # A new member (no classic metadata yet) or a changed subscription starts a rebalance; a static
         # member taking over its instance does not.
@@ -246,16 +254,16 @@ class GroupMigration:
                           member.classic.protocol_name(), "")
 
     def _join_member(self, group: ConsumerGroup, request: JoinGroupRequest, member_id: str,
-                     unknown: bool) -> ConsumerMember | ErrorCode:
+                     unknown: bool) -> ConsumerMember:
         """The joining member: known, new, or (static) taking over its instance's member."""
         instance_id = request.group_instance_id
         old_id = group.static_members.get(instance_id) if instance_id is not None else None
         old = group.members.get(old_id) if old_id is not None else None
         if old is not None:
             if old.member_id == member_id:
-                return old if old.classic is not None else ErrorCode.unknown_member_id
+                return _classic_member(group, old)
             if not unknown:
-                return ErrorCode.fenced_instance_id
+                raise FencedInstanceId(f"static member {instance_id} of group {group.group_id} is {old.member_id}")
             # A static member restarting under a new member id takes over partitions and epoch
             # (Kafka's static member replacement), without a rebalance.
             del group.members[old.member_id]
@@ -266,9 +274,9 @@ class GroupMigration:
         member = group.members.get(member_id)
         if member is None:
             return ConsumerMember(member_id)
-        return member if member.classic is not None else ErrorCode.unknown_member_id
+        return _classic_member(group, member)
 
-    def _member(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerMember | ErrorCode:
+    def _member(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerMember:
         """Kafka's validateConsumerGroupMember and throwIfMemberDoesNotUseClassicProtocol."""
         if instance_id is None:
             member = group.members.get(member_id)
@@ -276,16 +284,17 @@ class GroupMigration:
             known = group.static_members.get(instance_id)
             member = group.members.get(known) if known is not None else None
             if member is not None and member.member_id != member_id:
-                return ErrorCode.fenced_instance_id
-        if member is None or member.classic is None:
-            return ErrorCode.unknown_member_id
-        return member
+                raise FencedInstanceId(f"static member {instance_id} of group {group.group_id} is {member.member_id}")
+        if member is None:
+            raise UnknownMemberId(f"member {member_id} is not in consumer group {group.group_id}")
+        return _classic_member(group, member)
 
     def sync(self, group: ConsumerGroup, request: SyncGroupRequest) -> SyncResult:
         """Kafka's classicGroupSyncToConsumerGroup."""
-        member = self._member(group, request.member_id, request.group_instance_id)
-        if isinstance(member, ErrorCode):
-            return SyncResult(member)
+        try:
+            member = self._member(group, request.member_id, request.group_instance_id)
+        except GroupError as exc:
+            return SyncResult(exc.error_code)
         assert member.classic is not None
         if request.generation_id != member.member_epoch:
             return SyncResult(ErrorCode.illegal_generation)
@@ -308,13 +317,11 @@ class GroupMigration:
                           request.protocol_name)
 
     def heartbeat(self, group: ConsumerGroup, generation_id: int, member_id: str,
-                  instance_id: str | None) -> ErrorCode:
+                  instance_id: str | None) -> None:
         """Kafka's classicGroupHeartbeatToConsumerGroup."""
         member = self._member(group, member_id, instance_id)
-        if isinstance(member, ErrorCode):
-            return member
         if generation_id != member.member_epoch:
-            return ErrorCode.illegal_generation
+            raise IllegalGeneration(f"generation {generation_id} is not {member.member_epoch}")
         self._consumer.schedule_session(group, member)
         if (
             member.member_epoch < group.group_epoch
@@ -323,12 +330,12 @@ class GroupMigration:
         ):
             self._consumer.schedule_fence("consumer-join", group, member, member.rebalance_timeout_ms,
                                           if_absent=True)
-            return ErrorCode.rebalance_in_progress
-        return ErrorCode.none
+            raise RebalanceInProgress(f"consumer group {group.group_id} is rebalancing")
 
-    def leave(self, group: ConsumerGroup, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
-        """Kafka's classicGroupLeaveToConsumerGroup: per-member errors; the others leave together."""
-        errors = []
+    def leave(self, group: ConsumerGroup, members: list[tuple[str, str | None]]) -> list[GroupError | None]:
+        """Kafka's classicGroupLeaveToConsumerGroup: per member, None when it left, else why it could not;
+        the others leave together."""
+        errors: list[GroupError | None] = []
         leaving: list[str] = []
         for member_id, instance_id in members:
             if instance_id is None:
@@ -337,14 +344,21 @@ class GroupMigration:
                 known = group.static_members.get(instance_id)
                 member = group.members.get(known) if known is not None else None
                 if member is not None and member_id and member.member_id != member_id:
-                    errors.append(ErrorCode.fenced_instance_id)
+                    errors.append(FencedInstanceId(f"static member {instance_id} is {member.member_id}"))
                     continue
             if member is None or member.classic is None:
-                errors.append(ErrorCode.unknown_member_id)
+                errors.append(UnknownMemberId(f"member {member_id} is no classic member of {group.group_id}"))
                 continue
             _log.info("classic member %s left consumer group %s", member.member_id, group.group_id)
             leaving.append(member.member_id)
-            errors.append(ErrorCode.none)
+            errors.append(None)
         if leaving:
             self._consumer.remove_members(group, leaving)
         return errors
+
+
+def _classic_member(group: ConsumerGroup, member: ConsumerMember) -> ConsumerMember:
+    """Kafka's throwIfMemberDoesNotUseClassicProtocol."""
+    if member.classic is None:
+        raise UnknownMemberId(f"member {member.member_id} of group {group.group_id} uses the consumer protocol")
+    return member

@@ -17,6 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from minikafka.coordinator.errors import (
+    GroupError,
+    GroupIdNotFound,
+    IllegalGeneration,
+    OffsetMetadataTooLarge,
+    PartitionOutcomes,
+)
 from minikafka.coordinator.group.classic import ClassicGroupEngine
 from minikafka.coordinator.group.metadata import GroupMetadataManager, OffsetCommit
 from minikafka.coordinator.group.offsets import TopicPartition
@@ -38,17 +45,15 @@ class OffsetMetadataManager:
         self._classic = classic
         self._offsets = manager.offsets
 
-    def _group_for_commit(
-        self, group_id: str, generation_id: int, unknown_group_error: ErrorCode = ErrorCode.illegal_generation
-    ) -> tuple[Group | None, ErrorCode]:
+    def _group_for_commit(self, group_id: str, generation_id: int, unknown_group: type[GroupError]) -> Group:
         """The group an offset commit goes to: a commit without a generation creates it (simple
         consumers and transactional producers use groups nobody joined)."""
         group = self._manager.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
-                return None, unknown_group_error
-            return self._manager.get_or_create_group(group_id), ErrorCode.none
-        return group, ErrorCode.none
+                raise unknown_group(f"group {group_id} does not exist")
+            return self._manager.get_or_create_group(group_id)
+        return group
 
     def commit_offsets(
         self,
@@ -58,21 +63,20 @@ class OffsetMetadataManager:
         member_id: str,
         group_instance_id: str | None,
         commits: list[OffsetCommit],
-        unknown_group_error: ErrorCode = ErrorCode.illegal_generation,
-    ) -> dict[TopicPartition, ErrorCode]:
-        """A plain OffsetCommit. `unknown_group_error` is what a commit with a generation gets when
-        the group does not exist: Kafka answers GROUP_ID_NOT_FOUND from OffsetCommit v9 on."""
-        group, error = self._group_for_commit(group_id, generation_id, unknown_group_error)
-        if group is not None and error is ErrorCode.none:
-            error = group.validate_offset_commit(generation_id, member_id, group_instance_id, transactional=False)
-            # Kafka's commitOffset: a commit keeps the member's session alive only while the group is
-            # Stable or PreparingRebalance.
-            member = group.members.get(member_id)
-            if error is ErrorCode.none and member is not None and group.state in (
-                GroupState.STABLE, GroupState.PREPARING_REBALANCE
-            ):
-                self._classic.reschedule_heartbeat(group, member)
-        return self.write_checked(group_id, commits, error)
+        api_version: int = 9,
+    ) -> PartitionOutcomes:
+        """A plain OffsetCommit. A commit with a generation to a group that does not exist is
+        GROUP_ID_NOT_FOUND from OffsetCommit v9 on, ILLEGAL_GENERATION before (Kafka's
+        OffsetMetadataManager.validateOffsetCommit). A refused commit raises a GroupError."""
+        group = self._group_for_commit(group_id, generation_id,
+                                       GroupIdNotFound if api_version >= 9 else IllegalGeneration)
+        group.validate_offset_commit(generation_id, member_id, group_instance_id, transactional=False)
+        # Kafka's commitOffset: a commit keeps the member's session alive only while the group is
+        # Stable or PreparingRebalance.
+        member = group.members.get(member_id)
+        if member is not None and group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+            self._classic.reschedule_heartbeat(group, member)
+        return self.write_checked(group_id, commits)
 
     def commit_transactional_offsets(
         self,
@@ -84,31 +88,29 @@ class OffsetMetadataManager:
         generation_id: int = -1,
         member_id: str = "",
         group_instance_id: str | None = None,
-    ) -> dict[TopicPartition, ErrorCode]:
+    ) -> PartitionOutcomes:
         """Stage offsets of a transaction; they apply when its COMMIT marker is written.
 
         v3 requests carry the consumer's generation and member (KIP-447), checked as Kafka's
         ClassicGroup.validateOffsetCommit does for transactional commits: unlike plain commits, a
         rebalance in progress is no error, and a request without member fields (v0-2) is accepted.
         """
-        group, error = self._group_for_commit(group_id, generation_id)
-        if group is not None and error is ErrorCode.none:
-            error = group.validate_offset_commit(generation_id, member_id, group_instance_id, transactional=True)
-        return self.write_checked(group_id, commits, error, producer_id=producer_id, producer_epoch=producer_epoch)
+        group = self._group_for_commit(group_id, generation_id, IllegalGeneration)
+        group.validate_offset_commit(generation_id, member_id, group_instance_id, transactional=True)
+        return self.write_checked(group_id, commits, producer_id=producer_id, producer_epoch=producer_epoch)
 
-    def write_checked(self, group_id: str, commits: list[OffsetCommit], group_error: ErrorCode, *,
-                      producer_id: int = -1, producer_epoch: int = -1) -> dict[TopicPartition, ErrorCode]:
-        """Per-partition results: the group's error for all, or each commit's own metadata check."""
-        if group_error is not ErrorCode.none:
-            return {(c.topic, c.partition): group_error for c in commits}
-        results: dict[TopicPartition, ErrorCode] = {}
+    def write_checked(self, group_id: str, commits: list[OffsetCommit], *,
+                      producer_id: int = -1, producer_epoch: int = -1) -> PartitionOutcomes:
+        """Per partition: None when written, or why not (each commit's own metadata check)."""
+        results: PartitionOutcomes = {}
         accepted = []
         max_bytes = self._manager.config.offset_metadata_max_bytes
         for c in commits:
             if c.metadata is not None and len(c.metadata.encode()) > max_bytes:
-                results[(c.topic, c.partition)] = ErrorCode.offset_metadata_too_large
+                results[(c.topic, c.partition)] = OffsetMetadataTooLarge(
+                    f"metadata of {c.topic}-{c.partition} is over {max_bytes} bytes")
             else:
-                results[(c.topic, c.partition)] = ErrorCode.none
+                results[(c.topic, c.partition)] = None
                 accepted.append(c)
         self._manager.write_offsets(group_id, accepted, producer_id=producer_id, producer_epoch=producer_epoch)
         return results

@@ -20,7 +20,16 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.coordinator.errors import (
+    CoordinatorBug,
+    CoordinatorNotAvailable,
+    FencedInstanceId,
+    IllegalGeneration,
+    InconsistentGroupProtocol,
+    RebalanceInProgress,
+    UnknownMemberId,
+)
+from minikafka.protocol.errors import ErrorCode
 
 
 class GroupState(Enum):
@@ -42,8 +51,8 @@ _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
 }
 
 
-class IllegalStateTransition(KafkaError):
-    error_code = ErrorCode.unknown_server_error
+class IllegalStateTransition(CoordinatorBug):
+    """A transition Kafka's ClassicGroupState does not allow: a coordinator bug, not a client error."""
 
 
 def can_transition(current: GroupState, target: GroupState) -> bool:
@@ -240,7 +249,7 @@ class Group:
         """
         candidates = self.candidate_protocols()
         if not candidates:
-            raise KafkaError("no protocol common to all members", code=ErrorCode.inconsistent_group_protocol)
+            raise InconsistentGroupProtocol(f"no protocol common to all members of group {self.group_id}")
         votes = Counter(member.vote(candidates) for member in self.members.values())
         leader = self.members.get(self.leader_id or "") or next(iter(self.members.values()))
         order = {name: index for index, name in enumerate(leader.protocol_names())}
@@ -270,29 +279,28 @@ class Group:
 
     def validate_offset_commit(
         self, generation_id: int, member_id: str, group_instance_id: str | None, *, transactional: bool
-    ) -> ErrorCode:
+    ) -> None:
         """Kafka 4's ClassicGroup.validateOffsetCommit, in its order: the member and its generation
         are checked before the group state, so a commit carrying an older generation while the group
         completes a rebalance is ILLEGAL_GENERATION (librdkafka's cooperative consumers expect that,
         not REBALANCE_IN_PROGRESS). Transactional commits skip the state check; a commit without
         member fields needs an Empty group unless it is transactional (TxnOffsetCommit v0-2)."""
         if self.is_(GroupState.DEAD):
-            return ErrorCode.coordinator_not_available
+            raise CoordinatorNotAvailable(f"group {self.group_id} is dead")
         if generation_id < 0 and self.is_(GroupState.EMPTY):
-            return ErrorCode.none
+            return
         if generation_id >= 0 or member_id or group_instance_id is not None:
             if group_instance_id is not None:
                 known = self.static_members.get(group_instance_id)
                 if known is None:
-                    return ErrorCode.unknown_member_id
+                    raise UnknownMemberId(f"static member {group_instance_id} is not in group {self.group_id}")
                 if known != member_id:
-                    return ErrorCode.fenced_instance_id
+                    raise FencedInstanceId(f"static member {group_instance_id} is {known}, not {member_id}")
             if not self.has(member_id):
-                return ErrorCode.unknown_member_id
+                raise UnknownMemberId(f"member {member_id} is not in group {self.group_id}")
             if generation_id != self.generation_id:
-                return ErrorCode.illegal_generation
+                raise IllegalGeneration(f"generation {generation_id} is not {self.generation_id}")
         elif not transactional and not self.is_(GroupState.EMPTY):
-            return ErrorCode.unknown_member_id
+            raise UnknownMemberId(f"a commit without a member to non-empty group {self.group_id}")
         if not transactional and self.is_(GroupState.COMPLETING_REBALANCE):
-            return ErrorCode.rebalance_in_progress
-        return ErrorCode.none
+            raise RebalanceInProgress(f"group {self.group_id} is completing a rebalance")

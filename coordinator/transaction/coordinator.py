@@ -328,24 +328,22 @@ class TransactionCoordinator:
                     transactional_id)
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        """AddPartitionsToTxn v4+ `verify_only` (Kafka's handleVerifyPartitionsInTransaction): which of
-        the partitions are in the producer's transaction; nothing is written."""
-        wanted = list(partitions)
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, KafkaError | None]:
+        """AddPartitionsToTxn v4+ `verify_only` (Kafka's handleVerifyPartitionsInTransaction): per
+        partition, None when it is in the producer's transaction, else TRANSACTION_ABORTABLE; a
+        KafkaError raised (the producer's, not a partition's) is every partition's. Nothing is written."""
         meta = self.txns.get(transactional_id)
-        code = ErrorCode.none
         if not self.loaded:
-            code = ErrorCode.coordinator_load_in_progress
-        elif meta is None or meta.producer_id != producer_id:
-            code = ErrorCode.invalid_producer_id_mapping
-        elif meta.producer_epoch != producer_epoch:
-            code = ErrorCode.producer_fenced
-        elif meta.pending_completion:
-            code = ErrorCode.concurrent_transactions
-        if code != ErrorCode.none or meta is None:
-            return dict.fromkeys(wanted, code)
-        return {tp: ErrorCode.none if tp in meta.topic_partitions else ErrorCode.transaction_abortable
-                for tp in wanted}
+            raise _error(ErrorCode.coordinator_load_in_progress, "the transaction coordinator is loading")
+        if meta is None or meta.producer_id != producer_id:
+            raise _error(ErrorCode.invalid_producer_id_mapping, f"{transactional_id} is not producer id {producer_id}")
+        if meta.producer_epoch != producer_epoch:
+            raise _error(ErrorCode.producer_fenced, f"epoch {producer_epoch} is not {meta.producer_epoch}")
+        if meta.pending_completion:
+            raise _error(ErrorCode.concurrent_transactions, "the previous transaction is still completing")
+        return {tp: None if tp in meta.topic_partitions
+                else _error(ErrorCode.transaction_abortable, f"{tp[0]}-{tp[1]} is not in the transaction")
+                for tp in partitions}
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
                     offsets_partitions: int) -> None:

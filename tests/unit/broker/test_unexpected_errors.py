@@ -18,10 +18,13 @@ import structlog
 from confluent_kafka import KafkaError as ClientError
 from confluent_kafka import Producer
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from minikafka.broker.config.config import BrokerConfig
-from minikafka.broker.handlers import list_offsets
+from minikafka.broker.handlers import heartbeat, list_offsets
 from minikafka.broker.server import BrokerServer
+from minikafka.coordinator.group.classic import ClassicGroupEngine
+from minikafka.coordinator.group.state import Group, GroupState, IllegalStateTransition
 from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.errors import ErrorCode
 from minikafka.storage.log import PartitionLog
@@ -113,3 +116,28 @@ async def test_one_partitions_surprise_fails_only_that_partition(
     assert results[1] is not None and results[1].code() == ClientError.UNKNOWN
     assert server.services.logs.partition(TOPIC, 0).log_end_offset == 2  # type: ignore[union-attr]
     assert server.services.metrics.unexpected_errors["PRODUCE"] >= 1
+
+
+async def test_a_coordinator_bug_is_logged_and_counted(server: BrokerServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An IllegalStateTransition is the coordinator's bug, not the client's: it answers
+    UNKNOWN_SERVER_ERROR like any unexpected exception, logged once with its stack trace and counted."""
+    assert server.services is not None and server.node is not None
+
+    def heartbeat_hitting_a_bug(_engine: ClassicGroupEngine, **_member: Any) -> None:
+        Group("g").transition_to(GroupState.STABLE, 0)  # Empty -> Stable skips the rebalance
+
+    monkeypatch.setattr(ClassicGroupEngine, "heartbeat", heartbeat_hitting_a_bug)
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.node.port)
+    request = HeartbeatRequest(group_id="g", generation_id=1, member_id="m")
+    with structlog.testing.capture_logs() as logs:
+        corr, response = await _round_trip(reader, writer, encode_request(7, request, client_id="probe"),
+                                           heartbeat.API_KEY, 4)
+    assert corr == 7 and response.error_code == ErrorCode.unknown_server_error
+
+    unexpected = [e for e in logs if e["event"] == "unexpected error"]
+    assert len(unexpected) == 1, "logged once"
+    [event] = unexpected
+    assert (event["api"], event["correlation_id"], event["client_id"]) == ("HEARTBEAT", 7, "probe")
+    assert isinstance(event["exc_info"], IllegalStateTransition)
+    assert server.services.metrics.unexpected_errors["HEARTBEAT"] == 1
+    writer.close()

@@ -18,6 +18,7 @@ from minikafka.coordinator.group.consumer import (
 from minikafka.protocol.errors import ErrorCode
 
 from .fakes import FakeClock, FakeLogManager, FakePartitionLog, _Meta
+from .outcomes import codes, partition_codes, raised
 
 E = ErrorCode
 GROUP = "g"
@@ -256,8 +257,9 @@ def test_offset_commit_and_fetch_check_member_epochs() -> None:
     commit = [OffsetCommit("t", 0, 5)]
 
     def commit_with(member_id: str, epoch: int, api_version: int = 9) -> ErrorCode:
-        return c.commit_offsets(group_id=GROUP, generation_id=epoch, member_id=member_id,
-                                group_instance_id=None, commits=commit, api_version=api_version)[("t", 0)]
+        return partition_codes(lambda: c.commit_offsets(group_id=GROUP, generation_id=epoch, member_id=member_id,
+                                                        group_instance_id=None, commits=commit,
+                                                        api_version=api_version), [("t", 0)])[("t", 0)]
 
     assert commit_with("a", 1) is E.none
     assert commit_with("a", 0) is E.stale_member_epoch
@@ -266,10 +268,10 @@ def test_offset_commit_and_fetch_check_member_epochs() -> None:
     assert commit_with("a", -1) is E.stale_member_epoch  # the group has members: no simple commit
     assert commit_with("a", 1, api_version=8) is E.unsupported_version
     assert c.fetch_offsets(GROUP, [("t", 0)])[("t", 0)].offset == 5
-    assert c.validate_offset_fetch(GROUP, "a", 1) is E.none
-    assert c.validate_offset_fetch(GROUP, "a", 0) is E.stale_member_epoch
-    assert c.validate_offset_fetch(GROUP, "x", 1) is E.unknown_member_id
-    assert c.validate_offset_fetch(GROUP, None, -1) is E.none
+    assert raised(lambda: c.validate_offset_fetch(GROUP, "a", 1)) is E.none
+    assert raised(lambda: c.validate_offset_fetch(GROUP, "a", 0)) is E.stale_member_epoch
+    assert raised(lambda: c.validate_offset_fetch(GROUP, "x", 1)) is E.unknown_member_id
+    assert raised(lambda: c.validate_offset_fetch(GROUP, None, -1)) is E.none
     beat(c, "a", -1)
     assert commit_with("", -1) is E.none  # empty group: an admin/simple commit
 
@@ -288,8 +290,8 @@ async def test_classic_join_to_a_consumer_group_is_refused() -> None:
 async def test_a_classic_join_replaces_an_empty_consumer_group_and_keeps_its_offsets() -> None:
     c, logs, clock = make()
     join(c, "a")
-    assert c.commit_offsets(group_id=GROUP, generation_id=1, member_id="a", group_instance_id=None,
-                            commits=[OffsetCommit("t", 1, 7)]) == {("t", 1): E.none}
+    assert codes(c.commit_offsets(group_id=GROUP, generation_id=1, member_id="a", group_instance_id=None,
+                                  commits=[OffsetCommit("t", 1, 7)])) == {("t", 1): E.none}
     beat(c, "a", -1)
     group = c.consumer_group(GROUP)
     assert group is not None and group.state() is ConsumerGroupState.EMPTY
@@ -311,9 +313,9 @@ async def test_a_classic_join_replaces_an_empty_consumer_group_and_keeps_its_off
 def test_delete_consumer_group_only_when_empty() -> None:
     c, _, _ = make()
     join(c, "a")
-    assert c.delete_groups([GROUP]) == {GROUP: E.non_empty_group}
+    assert raised(lambda: c.delete_group(GROUP)) is E.non_empty_group
     beat(c, "a", -1)
-    assert c.delete_groups([GROUP]) == {GROUP: E.none}
+    assert raised(lambda: c.delete_group(GROUP)) is E.none
     assert c.consumer_group(GROUP) is None
 
 
@@ -321,7 +323,7 @@ def test_an_empty_classic_group_becomes_the_consumer_group_and_keeps_its_offsets
     c, _, _ = make()
     simple = c.commit_offsets(group_id=GROUP, generation_id=-1, member_id="", group_instance_id=None,
                               commits=[OffsetCommit("t", 1, 7)])
-    assert simple == {("t", 1): E.none} and GROUP in c.groups
+    assert codes(simple) == {("t", 1): E.none} and GROUP in c.groups
     assert join(c, "a").error is E.none
     assert GROUP not in c.groups and c.consumer_group(GROUP) is not None
     assert c.fetch_offsets(GROUP, [("t", 1)])[("t", 1)].offset == 7
@@ -363,10 +365,10 @@ def test_offset_delete_refuses_subscribed_topics_only() -> None:
     logs.create_topic("other", 1)
     join(c, "a")
     commits = [OffsetCommit("t", 0, 1), OffsetCommit("other", 0, 2)]
-    assert set(c.commit_offsets(group_id=GROUP, generation_id=1, member_id="a", group_instance_id=None,
-                                commits=commits).values()) == {E.none}
-    error, results = c.delete_offsets(GROUP, [("t", 0), ("other", 0)])
-    assert error is E.none and results == {("t", 0): E.group_subscribed_to_topic, ("other", 0): E.none}
+    assert set(codes(c.commit_offsets(group_id=GROUP, generation_id=1, member_id="a", group_instance_id=None,
+                                      commits=commits)).values()) == {E.none}
+    results = codes(c.delete_offsets(GROUP, [("t", 0), ("other", 0)]))  # raises nothing: no request error
+    assert results == {("t", 0): E.group_subscribed_to_topic, ("other", 0): E.none}
     fetched = c.fetch_offsets(GROUP, [("t", 0), ("other", 0)])
     assert (fetched[("t", 0)].offset, fetched[("other", 0)].offset) == (1, -1)
 
@@ -377,8 +379,8 @@ def test_transactional_offset_commit_checks_the_member_epoch() -> None:
     commits = [OffsetCommit("t", 0, 4)]
 
     def txn_commit(member_id: str, epoch: int) -> ErrorCode:
-        return c.commit_transactional_offsets(GROUP, 1000, 0, commits, generation_id=epoch,
-                                              member_id=member_id)[("t", 0)]
+        return partition_codes(lambda: c.commit_transactional_offsets(GROUP, 1000, 0, commits, generation_id=epoch,
+                                                                      member_id=member_id), [("t", 0)])[("t", 0)]
 
     assert txn_commit("a", 2) is E.stale_member_epoch
     assert txn_commit("b", 1) is E.unknown_member_id

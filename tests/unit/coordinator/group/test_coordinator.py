@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 
 import pytest
 from minikafka.coordinator.group import (
@@ -20,6 +21,7 @@ from minikafka.coordinator.hashing import partition_for
 from minikafka.protocol.errors import ErrorCode
 
 from .fakes import FakeClock, FakeLogManager
+from .outcomes import codes, member_codes, partition_codes, raised
 
 E = ErrorCode
 PROTOCOLS = [("range", b"range-meta"), ("roundrobin", b"rr-meta")]
@@ -92,7 +94,8 @@ async def stable_pair(coord: GroupCoordinator):
     await asyncio.sleep(0)
     assert coord.groups["g"].state is GroupState.PREPARING_REBALANCE
     assert (
-        coord.heartbeat(group_id="g", generation_id=1, member_id=first.member_id, group_instance_id=None)
+        raised(lambda: coord.heartbeat(group_id="g", generation_id=1, member_id=first.member_id,
+                                       group_instance_id=None))
         is E.rebalance_in_progress
     )
     rejoin = await join(coord, first.member_id)
@@ -150,12 +153,12 @@ async def test_invalid_session_timeout_and_protocols() -> None:
 async def test_two_members_then_leave_and_expire() -> None:
     coord, _, clock = make()
     a, b = await stable_pair(coord)
-    assert coord.heartbeat(group_id="g", generation_id=2, member_id=b, group_instance_id=None) is E.none
+    assert raised(lambda: coord.heartbeat(group_id="g", generation_id=2, member_id=b, group_instance_id=None)) is E.none
     assert (
-        coord.heartbeat(group_id="g", generation_id=1, member_id=b, group_instance_id=None)
+        raised(lambda: coord.heartbeat(group_id="g", generation_id=1, member_id=b, group_instance_id=None))
         is E.illegal_generation
     )
-    assert coord.leave_group("g", [(a, None)]) == (E.none, [E.none])
+    assert member_codes(coord.leave_group("g", [(a, None)])) == [E.none]
     assert coord.groups["g"].state is GroupState.PREPARING_REBALANCE
     rejoin = await join(coord, b)
     assert rejoin.generation_id == 3 and rejoin.leader_id == b
@@ -178,7 +181,7 @@ async def test_member_not_rejoining_is_dropped_at_rebalance_timeout() -> None:
     assert third.generation_id == ra.generation_id == 3
     assert b not in coord.groups["g"].members
     assert (
-        coord.heartbeat(group_id="g", generation_id=3, member_id=b, group_instance_id=None)
+        raised(lambda: coord.heartbeat(group_id="g", generation_id=3, member_id=b, group_instance_id=None))
         is E.unknown_member_id
     )
 
@@ -218,22 +221,23 @@ async def test_static_member_rejoins_without_rebalance() -> None:
     synced = await sync(coord, again.member_id, 1, instance="i1")
     assert synced.assignment == b"mine"
     assert (
-        coord.heartbeat(group_id="g", generation_id=1, member_id=first.member_id, group_instance_id="i1")
+        raised(lambda: coord.heartbeat(group_id="g", generation_id=1, member_id=first.member_id,
+                                       group_instance_id="i1"))
         is E.fenced_instance_id
     )
-    assert coord.leave_group("g", [("", "i1")]) == (E.none, [E.none])
+    assert member_codes(coord.leave_group("g", [("", "i1")])) == [E.none]
     assert group.state is not GroupState.STABLE
 
 
 async def test_commit_and_fetch_offsets() -> None:
     coord, _, _ = make()
-    assert coord.commit_offsets(
+    assert codes(coord.commit_offsets(
         group_id="simple",
         generation_id=-1,
         member_id="",
         group_instance_id=None,
         commits=[OffsetCommit("t", 0, 10, 3, "m")],
-    ) == {("t", 0): E.none}
+    )) == {("t", 0): E.none}
     fetched = coord.fetch_offsets("simple", [("t", 0), ("t", 1)])
     assert fetched[("t", 0)].offset == 10 and fetched[("t", 0)].leader_epoch == 3
     assert fetched[("t", 0)].metadata == "m" and fetched[("t", 1)].offset == -1
@@ -243,31 +247,32 @@ async def test_commit_and_fetch_offsets() -> None:
     ok = coord.commit_offsets(
         group_id="g", generation_id=2, member_id=a, group_instance_id=None, commits=[OffsetCommit("t", 0, 5)]
     )
-    assert ok == {("t", 0): E.none}
-    assert coord.commit_offsets(
+    assert codes(ok) == {("t", 0): E.none}
+    assert raised(lambda: coord.commit_offsets(
         group_id="g", generation_id=1, member_id=a, group_instance_id=None, commits=[OffsetCommit("t", 0, 5)]
-    ) == {("t", 0): E.illegal_generation}
-    assert coord.commit_offsets(
+    )) is E.illegal_generation
+    assert raised(lambda: coord.commit_offsets(
         group_id="g",
         generation_id=2,
         member_id="zz",
         group_instance_id=None,
         commits=[OffsetCommit("t", 0, 5)],
-    ) == {("t", 0): E.unknown_member_id}
-    assert coord.commit_offsets(
+    )) is E.unknown_member_id
+    assert raised(lambda: coord.commit_offsets(
         group_id="g",
         generation_id=-1,
         member_id="",
         group_instance_id=None,
         commits=[OffsetCommit("t", 0, 5)],
-    ) == {("t", 0): E.unknown_member_id}
-    assert coord.commit_offsets(
+    )) is E.unknown_member_id
+    assert raised(lambda: coord.commit_offsets(
         group_id="nogroup",
         generation_id=3,
         member_id="x",
         group_instance_id=None,
         commits=[OffsetCommit("t", 0, 5)],
-    ) == {("t", 0): E.illegal_generation}
+        api_version=8,
+    )) is E.illegal_generation
     too_big = coord.commit_offsets(
         group_id="simple",
         generation_id=-1,
@@ -275,7 +280,7 @@ async def test_commit_and_fetch_offsets() -> None:
         group_instance_id=None,
         commits=[OffsetCommit("t", 0, 1, metadata="x" * 5000)],
     )
-    assert too_big == {("t", 0): E.offset_metadata_too_large}
+    assert codes(too_big) == {("t", 0): E.offset_metadata_too_large}
 
 
 async def test_state_survives_reload() -> None:
@@ -305,7 +310,8 @@ async def test_state_survives_reload() -> None:
     assert group.members[b].assignment == b"B"
     assert reloaded.fetch_offsets("g", [("t", 1)])[("t", 1)].offset == 99
     assert reloaded.fetch_offsets("s", None) == {}
-    assert reloaded.heartbeat(group_id="g", generation_id=2, member_id=b, group_instance_id=None) is E.none
+    assert raised(lambda: reloaded.heartbeat(group_id="g", generation_id=2, member_id=b,
+                                             group_instance_id=None)) is E.none
     # members that never come back expire after their session timeout
     clock.now += 10001
     reloaded.timers.run_due(clock.now)
@@ -322,13 +328,14 @@ async def test_describe_list_delete() -> None:
     assert unknown.state == "Dead" and not unknown.exists and unknown.members == ()
     assert coord.list_groups(["stable"]) == [GroupListing("g", "consumer", "Stable")]
     assert coord.list_groups(["Empty"]) == []
-    assert coord.delete_groups(["g", "missing"]) == {"g": E.non_empty_group, "missing": E.group_id_not_found}
+    assert raised(lambda: coord.delete_group("g")) is E.non_empty_group
+    assert raised(lambda: coord.delete_group("missing")) is E.group_id_not_found
     coord.commit_offsets(
         group_id="g", generation_id=2, member_id=a, group_instance_id=None, commits=[OffsetCommit("t", 0, 3)]
     )
     coord.leave_group("g", [(a, None), (b, None)])
     assert coord.groups["g"].state is GroupState.EMPTY
-    assert coord.delete_groups(["g"]) == {"g": E.none}
+    assert raised(lambda: coord.delete_group("g")) is E.none
     assert "g" not in coord.groups and coord.fetch_offsets("g", [("t", 0)])[("t", 0)].offset == -1
     reloaded = GroupCoordinator(logs, clock, coord.config)
     reloaded.load()
@@ -349,14 +356,13 @@ async def test_offset_delete_respects_subscription() -> None:
         group_instance_id=None,
         commits=[OffsetCommit("t", 0, 3), OffsetCommit("u", 0, 4)],
     )
-    error, results = coord.delete_offsets("g", [("t", 0), ("u", 0)])
+    results = coord.delete_offsets("g", [("t", 0), ("u", 0)])
     # Kafka 4's deleteOffsets: only the subscribed topic's partitions fail; the request does not.
-    assert error is E.none
-    assert results == {("t", 0): E.group_subscribed_to_topic, ("u", 0): E.none}
+    assert codes(results) == {("t", 0): E.group_subscribed_to_topic, ("u", 0): E.none}
     assert coord.fetch_offsets("g", [("t", 0), ("u", 0)]) == {
         ("t", 0): FetchedOffset(3), ("u", 0): FetchedOffset()
     }
-    assert coord.delete_offsets("nope", [("t", 0)])[0] is E.group_id_not_found
+    assert raised(lambda: coord.delete_offsets("nope", [("t", 0)])) is E.group_id_not_found
 
 
 async def test_offsets_expire_for_empty_groups() -> None:
@@ -420,23 +426,21 @@ async def test_commit_during_completing_rebalance(generation: int, member: bool,
     coord, _, _ = make()
     r = await join(coord)
     assert coord.groups["g"].state is GroupState.COMPLETING_REBALANCE
-    out = coord.commit_offsets(
+    out = partition_codes(lambda: coord.commit_offsets(
         group_id="g",
         generation_id=generation,
         member_id=r.member_id if member else "",
         group_instance_id=None,
         commits=[OffsetCommit("t", 0, 1)],
-    )
+    ), [("t", 0)])
     assert out == {("t", 0): expected}
 
 
 async def test_commit_to_unknown_group_with_a_generation() -> None:
     coord, _, _ = make()
     commit = {"generation_id": 3, "member_id": "m", "group_instance_id": None, "commits": [OffsetCommit("t", 0, 1)]}
-    assert coord.commit_offsets(group_id="nope", **commit) == {("t", 0): E.illegal_generation}
-    assert coord.commit_offsets(group_id="nope", unknown_group_error=E.group_id_not_found, **commit) == {
-        ("t", 0): E.group_id_not_found
-    }
+    assert raised(lambda: coord.commit_offsets(group_id="nope", api_version=8, **commit)) is E.illegal_generation
+    assert raised(lambda: coord.commit_offsets(group_id="nope", api_version=9, **commit)) is E.group_id_not_found
     assert "nope" not in coord.groups
 
 
@@ -444,9 +448,9 @@ async def test_commit_with_an_unknown_instance_id_is_unknown_member() -> None:
     coord, _, _ = make()
     r = await join(coord)
     await sync(coord, r.member_id, 1, {r.member_id: b"a"})
-    out = coord.commit_offsets(group_id="g", generation_id=1, member_id=r.member_id, group_instance_id="other",
-                               commits=[OffsetCommit("t", 0, 1)])
-    assert out == {("t", 0): E.unknown_member_id}
+    out = raised(lambda: coord.commit_offsets(group_id="g", generation_id=1, member_id=r.member_id,
+                                              group_instance_id="other", commits=[OffsetCommit("t", 0, 1)]))
+    assert out is E.unknown_member_id
 
 
 async def test_static_leader_rejoin_with_skip_assignment() -> None:
@@ -461,14 +465,14 @@ async def test_static_leader_rejoin_with_skip_assignment() -> None:
 
 async def test_transactional_commit_checks_generation_and_member_kip_447() -> None:
     coord, _, _ = make()
-    assert coord.commit_transactional_offsets("new", 7, 0, [OffsetCommit("t", 0, 1)], generation_id=3,
-                                              member_id="m") == {("t", 0): E.illegal_generation}
+    assert raised(lambda: coord.commit_transactional_offsets("new", 7, 0, [OffsetCommit("t", 0, 1)], generation_id=3,
+                                                             member_id="m")) is E.illegal_generation
     first = await join(coord, instance="i1")
     member = first.member_id
     # KIP-447: unlike a plain commit, a transactional one is allowed while the rebalance completes
     assert coord.groups["g"].state is GroupState.COMPLETING_REBALANCE
-    assert coord.commit_transactional_offsets("g", 7, 0, [OffsetCommit("t", 0, 5)], generation_id=1,
-                                              member_id=member, group_instance_id="i1") == {("t", 0): E.none}
+    assert codes(coord.commit_transactional_offsets("g", 7, 0, [OffsetCommit("t", 0, 5)], generation_id=1,
+                                                    member_id=member, group_instance_id="i1")) == {("t", 0): E.none}
     await sync(coord, member, 1, {member: b"all"}, instance="i1")
     cases = [
         ({"generation_id": 0, "member_id": member, "group_instance_id": "i1"}, E.illegal_generation),
@@ -478,7 +482,8 @@ async def test_transactional_commit_checks_generation_and_member_kip_447() -> No
         ({"generation_id": 1, "member_id": member, "group_instance_id": "i1"}, E.none),
     ]
     for fields, expected in cases:
-        result = coord.commit_transactional_offsets("g", 7, 0, [OffsetCommit("t", 0, 9)], **fields)
+        commit = partial(coord.commit_transactional_offsets, "g", 7, 0, [OffsetCommit("t", 0, 9)], **fields)
+        result = partition_codes(commit, [("t", 0)])
         assert result == {("t", 0): expected}, fields
     coord.complete_transaction(coord.partition_for("g"), 7, 0, commit=True)
     assert coord.fetch_offsets("g", [("t", 0)])[("t", 0)].offset == 9

@@ -1,9 +1,10 @@
 """The group coordinator on a full disk (a real LogManager whose writer refuses `__consumer_offsets`).
 
 SyncGroup: when the leader's assignment cannot be stored, Kafka's resetAndPropagateAssignmentError
-answers every member waiting in SyncGroup (leader and followers) with the error the store mapped it
-to (KAFKA_STORAGE_ERROR -> NOT_COORDINATOR) and the group goes back to PreparingRebalance, so
-followers do not wait for the rebalance timeout.
+answers every member waiting in SyncGroup (leader and followers) with the store's error, which the
+broker shows as Kafka's storeGroup maps it (KAFKA_STORAGE_ERROR -> NOT_COORDINATOR, in
+broker/wire/errors.py), and the group goes back to PreparingRebalance, so followers do not wait for
+the rebalance timeout.
 """
 
 from __future__ import annotations
@@ -14,18 +15,26 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from minikafka.broker.wire.errors import shown_member_code
 from minikafka.coordinator.group import GroupConfig, GroupCoordinator, GroupState, OffsetCommit
 from minikafka.coordinator.group.log import OFFSETS_TOPIC
+from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.storage.config import LogConfig
 from minikafka.storage.manager import LogManager
 
 from ..disk import FullPartitions
 from .fakes import FakeClock
+from .outcomes import codes, member_codes, raised
 from .test_coordinator import join, sync
 
 E = ErrorCode
 OFFSETS_DIR = f"{OFFSETS_TOPIC}-0"
+
+
+def shown(api_key: ApiKey, code: ErrorCode) -> ErrorCode:
+    """The code a JoinGroup/SyncGroup member's client is shown for the code of its result."""
+    return shown_member_code(api_key, 5, code)
 
 
 @pytest.fixture
@@ -66,10 +75,12 @@ async def test_failed_assignment_store_answers_every_waiting_member_and_rebalanc
 
     disk.full.add(OFFSETS_DIR)
     leader_result = await sync(coord, leader, 2, {leader: b"L", follower: b"F"})
-    assert leader_result.error is E.not_coordinator and leader_result.assignment == b""
+    assert leader_result.error is E.kafka_storage_error and leader_result.assignment == b""
+    assert shown(ApiKey.SYNC_GROUP, leader_result.error) is E.not_coordinator
     # The follower is answered now, not when the rebalance times out.
     follower_result = await asyncio.wait_for(follower_sync, timeout=5)
-    assert follower_result.error is E.not_coordinator and follower_result.assignment == b""
+    assert follower_result.error is E.kafka_storage_error and follower_result.assignment == b""
+    assert shown(ApiKey.SYNC_GROUP, follower_result.error) is E.not_coordinator
     group = coord.groups["g"]
     assert group.state is GroupState.PREPARING_REBALANCE
     assert all(m.assignment == b"" for m in group.members.values()), "the unstored assignment is dropped"
@@ -96,7 +107,8 @@ async def test_failed_store_when_a_follower_syncs_late(
     coord, _clock, _logs = node
     leader, follower = await two_members_completing_rebalance(coord)
     disk.full.add(OFFSETS_DIR)
-    assert (await sync(coord, leader, 2, {leader: b"L", follower: b"F"})).error is E.not_coordinator
+    assert shown(ApiKey.SYNC_GROUP, (await sync(coord, leader, 2, {leader: b"L", follower: b"F"})).error) \
+        is E.not_coordinator
     assert (await sync(coord, follower, 2)).error is E.rebalance_in_progress
 
 
@@ -105,14 +117,14 @@ async def test_empty_group_and_offset_expiry_writes_fail_without_a_stack_trace(
         caplog: pytest.LogCaptureFixture) -> None:
     coord, clock, _logs = node
     caplog.set_level(logging.INFO, logger="minikafka.coordinator")
-    assert coord.commit_offsets(group_id="simple", generation_id=-1, member_id="", group_instance_id=None,
-                                commits=[OffsetCommit("t", 0, 5)]) == {("t", 0): E.none}
+    assert codes(coord.commit_offsets(group_id="simple", generation_id=-1, member_id="", group_instance_id=None,
+                                      commits=[OffsetCommit("t", 0, 5)])) == {("t", 0): E.none}
     only = await join(coord, group="leaving")
     await sync(coord, only.member_id, 1, {only.member_id: b"a"}, group="leaving")
     disk.full.add(OFFSETS_DIR)
 
     # The last member leaves: the join phase ends Empty and the group record cannot be written.
-    assert coord.leave_group("leaving", [(only.member_id, None)]) == (E.none, [E.none])
+    assert member_codes(coord.leave_group("leaving", [(only.member_id, None)])) == [E.none]
     assert coord.groups["leaving"].state is GroupState.EMPTY
     # Retention cannot write its tombstones: the offsets stay until a later check can.
     clock.now += coord.config.offsets_retention_ms + 1
@@ -135,12 +147,12 @@ async def test_static_member_replacement_that_cannot_be_stored_is_undone(
 
     # The static member restarts (empty member id): its new id cannot be persisted.
     rejoin = await join(coord, instance="static-1")
-    assert rejoin.error is E.not_coordinator and rejoin.member_id == ""
+    assert shown(ApiKey.JOIN_GROUP, rejoin.error) is E.not_coordinator and rejoin.member_id == ""
     group = coord.groups["g"]
     assert group.state is GroupState.STABLE and set(group.members) == {first.member_id}
     assert group.leader_id == first.member_id and group.static_members["static-1"] == first.member_id
-    assert coord.heartbeat(group_id="g", generation_id=1, member_id=first.member_id,
-                           group_instance_id="static-1") is E.none, "the old member id is still valid"
+    assert raised(lambda: coord.heartbeat(group_id="g", generation_id=1, member_id=first.member_id,
+                                          group_instance_id="static-1")) is E.none, "the old member id is still valid"
 
     disk.full.clear()
     again = await join(coord, instance="static-1")

@@ -12,6 +12,8 @@ from minikafka.coordinator.group.state import (
 )
 from minikafka.protocol.errors import ErrorCode
 
+from .outcomes import raised
+
 
 def member(member_id: str, protocols: list[str], instance: str | None = None) -> Member:
     return Member(
@@ -127,26 +129,31 @@ def test_validate_offset_commit_in_kafkas_order() -> None:
     """Ports Kafka's ClassicGroupTest.testValidateOffsetCommit, with the transactional variant."""
     E = ErrorCode
     group = Group("g")
+
+    def validate(generation_id: int, member_id: str, instance_id: str | None, *, transactional: bool) -> ErrorCode:
+        return raised(lambda: group.validate_offset_commit(generation_id, member_id, instance_id,
+                                                           transactional=transactional))
+
     # A commit without member fields (admin client, simple consumer) to an Empty group passes.
-    assert group.validate_offset_commit(-1, "", None, transactional=False) is E.none
+    assert validate(-1, "", None, transactional=False) is E.none
     group.add(member("member-id", ["roundrobin"], instance="instance-id"))
     group.transition_to(S.PREPARING_REBALANCE, 0)
     group.init_next_generation(0)
     assert group.is_(S.COMPLETING_REBALANCE) and group.generation_id == 1
     # No member fields while the group has members: only a transactional (v0-2) commit passes.
-    assert group.validate_offset_commit(-1, "", None, transactional=False) is E.unknown_member_id
-    assert group.validate_offset_commit(-1, "", None, transactional=True) is E.none
-    assert group.validate_offset_commit(-1, "unknown", "unknown", transactional=False) is E.unknown_member_id
-    assert group.validate_offset_commit(-1, "member-id", "unknown", transactional=False) is E.unknown_member_id
+    assert validate(-1, "", None, transactional=False) is E.unknown_member_id
+    assert validate(-1, "", None, transactional=True) is E.none
+    assert validate(-1, "unknown", "unknown", transactional=False) is E.unknown_member_id
+    assert validate(-1, "member-id", "unknown", transactional=False) is E.unknown_member_id
     # Member and generation are checked before the state: an old generation is ILLEGAL_GENERATION.
-    assert group.validate_offset_commit(0, "member-id", "instance-id", transactional=False) is E.illegal_generation
-    assert group.validate_offset_commit(1, "member-id", "instance-id", transactional=False) is E.rebalance_in_progress
-    assert group.validate_offset_commit(1, "member-id", "instance-id", transactional=True) is E.none
+    assert validate(0, "member-id", "instance-id", transactional=False) is E.illegal_generation
+    assert validate(1, "member-id", "instance-id", transactional=False) is E.rebalance_in_progress
+    assert validate(1, "member-id", "instance-id", transactional=True) is E.none
     group.transition_to(S.STABLE, 0)
-    assert group.validate_offset_commit(1, "member-id", "instance-id", transactional=False) is E.none
+    assert validate(1, "member-id", "instance-id", transactional=False) is E.none
     group.replace_static_member("instance-id", "member-id", "new-member-id")
-    assert group.validate_offset_commit(1, "member-id", "instance-id", transactional=False) is E.fenced_instance_id
+    assert validate(1, "member-id", "instance-id", transactional=False) is E.fenced_instance_id
     group.transition_to(S.DEAD, 0)
-    assert group.validate_offset_commit(1, "new-member-id", "instance-id", transactional=False) is (
+    assert validate(1, "new-member-id", "instance-id", transactional=False) is (
         E.coordinator_not_available
     )
