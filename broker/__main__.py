@@ -33,10 +33,11 @@ from typing import NoReturn  # noqa: E402
 import structlog  # noqa: E402
 from minikafka.broker.config.config import BrokerConfig, ConfigError, build_config  # noqa: E402
 from minikafka.broker.config.logsetup import configure_logging  # noqa: E402
+from minikafka.tools.cli import OneLineArgumentParser  # noqa: E402
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="minikafka", description="A Kafka-protocol broker in Python.")
+    parser = OneLineArgumentParser(prog="minikafka", description="A Kafka-protocol broker in Python.")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the broker")
     serve.add_argument("properties", nargs="?", type=Path, help="a server.properties file (Kafka's key names)")

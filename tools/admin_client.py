@@ -162,6 +162,9 @@ def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
         host, sep, port = entry.strip().rpartition(":")
         if not sep or not host or not port.isdigit():
             raise AdminError(f"invalid bootstrap server {entry.strip()!r}: expected host:port")
+        # The socket module would wrap 99999 round to 34463 and connect there.
+        if not 1 <= int(port) <= 65535:
+            raise AdminError(f"invalid bootstrap server {entry.strip()!r}: the port must be from 1 to 65535")
         parsed.append((host.strip("[]"), int(port)))
     return parsed
 

@@ -16,6 +16,8 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from minikafka.tools.cli import OneLineArgumentParser
+
 TIMEOUT_S = 30.0
 
 
@@ -39,8 +41,22 @@ def _describe(snapshot: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _admin_url_problem(url: str) -> str | None:
+    """What is wrong with an admin listener URL, or None; urllib would fail on it with a traceback."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "expected http://HOST:PORT"
+    try:
+        port = parts.port
+    except ValueError:
+        return "the port must be from 1 to 65535"
+    if port is None or port == 0:
+        return "expected http://HOST:PORT"
+    return None
+
+
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="minikafka cluster", description=__doc__,
+    parser = OneLineArgumentParser(prog="minikafka cluster", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--admin-url", required=True, help="the broker's admin listener, http://127.0.0.1:PORT")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -52,6 +68,10 @@ def main(argv: list[str]) -> int:
     move.add_argument("partition", type=int)
     move.add_argument("node", type=int)
     args = parser.parse_args(argv)
+    problem = _admin_url_problem(args.admin_url)
+    if problem is not None:
+        print(f"minikafka cluster: invalid --admin-url {args.admin_url!r}: {problem}", file=sys.stderr)
+        return 2
     try:
         if args.command == "describe":
             print(_describe(_call(args.admin_url, "GET", "/cluster")))

@@ -19,6 +19,7 @@ from typing import TextIO
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 from minikafka.tools.admin_client import COORDINATOR_KEY_GROUP, AdminClient, AdminError, Node, check, error_name
+from minikafka.tools.cli import OneLineArgumentParser
 
 MISSING = "-"
 LATEST = -1
@@ -539,7 +540,7 @@ ACTIONS: dict[str, Callable[[AdminClient, argparse.Namespace, TextIO, TextIO], N
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="minikafka consumer-groups",
+    parser = OneLineArgumentParser(prog="minikafka consumer-groups",
                                      description="List all consumer groups, describe a consumer group, delete "
                                                  "consumer group info, or reset consumer group offsets.")
     parser.add_argument("--bootstrap-server", required=True, metavar="server to connect to",

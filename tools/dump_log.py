@@ -96,6 +96,7 @@ from minikafka.storage.index import (
     parse_txn_index,
 )
 from minikafka.storage.producer_state import CorruptSnapshot, parse_snapshot
+from minikafka.tools.cli import OneLineArgumentParser
 from minikafka.tools.dump_log_parsers import STRING_DECODERS, MessageParser, MissingKey, Printed, Tombstone, parser_for
 
 INT32_MAX = 2**31 - 1
@@ -676,7 +677,7 @@ def _report_problems(problems: _Problems, out: _Output) -> None:
 
 
 def build_parser(prog: str = "minikafka dump-log") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineArgumentParser(
         prog=prog, description="This tool helps to parse a log file and dump its contents to the console, useful "
                                "for debugging a seemingly corrupt log segment. (Kafka's kafka-dump-log.sh)")
     parser.add_argument("--files", required=True, metavar="file1, file2, ...",

@@ -25,6 +25,7 @@ from minikafka.tools.admin_client import (
     AdminError,
     error_name,
 )
+from minikafka.tools.cli import OneLineArgumentParser
 
 MAX_BATCH_SIZE = 500
 DEBUG_HINT = " Enable debug logging for additional detail."
@@ -296,7 +297,7 @@ def _filter_hanging(client: AdminClient, candidates: list[OpenTransaction]) -> l
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineArgumentParser(
         prog="minikafka transactions",
         description="This tool is used to analyze the transactional state of producers in the cluster. "
                     "It can be used to detect and recover from hanging transactions.")

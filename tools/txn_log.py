@@ -9,7 +9,6 @@ torn tail. Records come partition by partition, in offset order within each.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -21,6 +20,7 @@ from minikafka.coordinator.internal_topics import TRANSACTION_STATE_TOPIC
 from minikafka.coordinator.transaction.log import encode_key, formatter_json
 from minikafka.protocol.errors import CorruptRecord
 from minikafka.protocol.records import decode_batch, iter_whole_batches
+from minikafka.tools.cli import OneLineArgumentParser
 
 _PARTITION_DIR = re.compile(rf"^{TRANSACTION_STATE_TOPIC}-(\d+)$")
 
@@ -68,7 +68,7 @@ def dump(partitions: dict[int, Path], out: TextIO, transactional_id: str | None 
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineArgumentParser(
         prog="minikafka txn-log",
         description="print __transaction_state as Kafka's TransactionLogMessageFormatter does")
     parser.add_argument("--data-dir", type=Path, default=Path("data"), help="the broker's log directory")

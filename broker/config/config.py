@@ -231,6 +231,7 @@ def env_properties(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+MAX_PORT = 65535
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +287,13 @@ def _listeners(props: Mapping[str, str], listeners_value: str, protocol_map_valu
             listener = Listener(listener.name, host if host is not None else listener.host,
                                 port if port is not None else listener.port)
         listeners.append(Listener(listener.name, listener.host, listener.port, protocol))
+    for listener in listeners:
+        # --port -5 and ports past 65535 would otherwise reach bind() and end in a traceback.
+        if not 0 <= listener.port <= MAX_PORT:
+            raise ConfigError(f"invalid port {listener.port} for listener {listener.name}: a port from 0 to {MAX_PORT}")
+        if listener.port and listener.port + nodes - 1 > MAX_PORT:
+            raise ConfigError(f"listener {listener.name} on port {listener.port} with minikafka.nodes={nodes}: node i "
+                              f"binds port + i, and {listener.port + nodes - 1} is past {MAX_PORT}")
     # Node i binds port + i: the ranges must not overlap, or two nodes' listeners would want one port.
     ranges = sorted((lst.port, lst.port + nodes - 1, lst.name) for lst in listeners if lst.port != 0)
     for (_, first_end, first), (second_start, _, second) in itertools.pairwise(ranges):
@@ -402,8 +410,8 @@ def _admin_port(value: str | None) -> int | None:
     if value is None or not value.strip():
         return None
     port = int(value)
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"invalid value {value!r} for configuration admin.listener.port: a port from 0 to 65535")
+    if not 0 <= port <= MAX_PORT:
+        raise ConfigError(f"invalid value {value!r} for configuration admin.listener.port: a port from 0 to {MAX_PORT}")
     return port
 
 
