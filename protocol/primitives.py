@@ -84,7 +84,11 @@ def write_varlong(out: bytearray, value: int) -> None:
     if 0 <= value < 0x80:  # -64..63: the deltas, lengths and -1 nulls of records, nearly every call
         out.append(value)
         return
-    write_uvarint(out, value & _U64_MASK)
+    value &= _U64_MASK
+    while value >= 0x80:  # the loop again rather than a call: records.py writes every field through here
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
 
 
 def _read_unsigned(buf: bytes | bytearray | memoryview, pos: int, max_bytes: int) -> tuple[int, int]:
