@@ -102,7 +102,7 @@ def _read_unsigned(buf: bytes | bytearray | memoryview, pos: int, max_bytes: int
         if byte < 0x80:
             return value, pos
         shift += 7
-    if pos == len(buf):
+    if pos >= len(buf):
         raise Truncated("varint runs past the end of the input")
     raise Truncated(f"varint longer than {max_bytes} bytes")
 
@@ -314,9 +314,6 @@ class Writer:
 
     def value(self) -> bytes:
         return bytes(self.out)
-
-    def __len__(self) -> int:
-        return len(self.out)
 
     def raw(self, data: bytes | bytearray) -> None:
         self.out += data

@@ -186,6 +186,17 @@ def test_every_truncation_raises_truncated(values: list[tuple[str, Any]], data: 
             _read_back(reader, method)
 
 
+@given(st.binary(max_size=30), st.lists(st.sampled_from([method for method, _values in ROUND_TRIPS]), max_size=8))
+def test_any_bytes_read_as_values_or_raise_truncated_only(data: bytes, methods: list[str]) -> None:
+    reader = Reader(data)
+    try:
+        for method in methods:
+            getattr(reader, method)()
+    except Truncated:
+        return
+    assert 0 <= reader.pos <= len(data)
+
+
 @pytest.mark.parametrize("method", ["int8", "int16", "int32", "int64", "uint32", "uvarint", "varint", "varlong",
                                     "uuid", "string", "compact_string", "bytes_", "compact_bytes",
                                     "tagged_fields"])
