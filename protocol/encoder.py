@@ -32,6 +32,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 from kio.serial.errors import OutOfBoundValue
+from minikafka.protocol.primitives import write_uvarint
 from minikafka.protocol.regions import FileRegion
 
 Writer = Callable[[bytearray, Any], None]
@@ -93,16 +94,6 @@ _INT = {
 _ZERO_UUID = bytes(16)
 
 
-def _uvarint(out: bytearray, value: int) -> None:
-    if value < 0x80:
-        out.append(value)
-        return
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
 def _legacy_length16(length: int) -> int:
     if length > 0x7FFF:
         raise OutOfBoundValue(f"String is too long for legacy string format ({length} > 32767)")
@@ -125,7 +116,7 @@ class _Source:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.names: dict[str, Any] = {
-            "_uvarint": _uvarint, "_legacy_length16": _legacy_length16, "_legacy_length32": _legacy_length32,
+            "_uvarint": write_uvarint, "_legacy_length16": _legacy_length16, "_legacy_length32": _legacy_length32,
             "_refuse_none": _refuse_none, "_ZERO_UUID": _ZERO_UUID, "_MISSING": MISSING,
             "_FrameBuffer": FrameBuffer, "_SPILL_MIN": SPILL_MIN_BYTES, "_FileRegion": FileRegion,
         }

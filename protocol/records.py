@@ -22,6 +22,7 @@ from enum import IntEnum
 from typing import NamedTuple
 
 from minikafka.protocol.errors import CorruptRecord, UnsupportedCompression
+from minikafka.protocol.primitives import read_varlong, write_varlong
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted in batchLength
@@ -250,35 +251,9 @@ def _restamp_crc(buf: bytearray | memoryview, pos: int, header: BatchHeader) -> 
 
 
 # --- per-record encoding (not used on the hot path) -------------------------------------------
-
-
-def _write_varint(out: bytearray, value: int) -> None:
-    value = (value << 1) ^ (value >> 63)  # zigzag over 64 bits covers both varint and varlong
-    if 0 <= value < 0x80:  # -64..63: lengths, deltas and the -1 of a null, nearly every call
-        out.append(value)
-        return
-    value &= 0xFFFFFFFFFFFFFFFF
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
-def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    shift = 0
-    result = 0
-    while True:
-        if pos >= len(buf):
-            raise CorruptRecord("varint runs past the end of the records")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise CorruptRecord("varint is too long")
-    return (result >> 1) ^ -(result & 1), pos
+# Every varint of a record goes through the 64-bit (varlong) forms: Kafka writes lengths and offset
+# deltas as 32-bit varints, whose bytes are the same for every value in their range, and one function
+# keeps the one-byte case inline.
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,25 +276,25 @@ def _encode_record_fields(out: bytearray, offset_delta: int, timestamp_delta: in
     frozen dataclass costs a microsecond)."""
     body = bytearray()
     body.append(0)  # record attributes, unused
-    _write_varint(body, timestamp_delta)
-    _write_varint(body, offset_delta)
+    write_varlong(body, timestamp_delta)
+    write_varlong(body, offset_delta)
     for blob in (key, value):
         if blob is None:
-            _write_varint(body, -1)
+            write_varlong(body, -1)
         else:
-            _write_varint(body, len(blob))
+            write_varlong(body, len(blob))
             body += blob
-    _write_varint(body, len(headers))
+    write_varlong(body, len(headers))
     for name, header_value in headers:
         encoded = name.encode()
-        _write_varint(body, len(encoded))
+        write_varlong(body, len(encoded))
         body += encoded
         if header_value is None:
-            _write_varint(body, -1)
+            write_varlong(body, -1)
         else:
-            _write_varint(body, len(header_value))
+            write_varlong(body, len(header_value))
             body += header_value
-    _write_varint(out, len(body))
+    write_varlong(out, len(body))
     out += body
 
 
@@ -546,21 +521,6 @@ class RawRecord(NamedTuple):
     has_value: bool
 
 
-def _varint_at(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint; one and two bytes (every length and delta of a record under 8 KiB) inline."""
-    try:
-        first = buf[pos]
-        if first < 0x80:
-            return (first >> 1) ^ -(first & 1), pos + 1
-        second = buf[pos + 1]
-        if second < 0x80:
-            raw = (first & 0x7F) | (second << 7)
-            return (raw >> 1) ^ -(raw & 1), pos + 2
-    except IndexError:
-        raise CorruptRecord("varint runs past the end of the records") from None
-    return _read_varint(buf, pos)
-
-
 def scan_records(payload: bytes, count: int) -> list[RawRecord]:
     """The records of a decompressed payload, located but not decoded (the log cleaner's fast path:
     keys, offsets and whether a value is present; headers and values are skipped)."""
@@ -568,18 +528,18 @@ def scan_records(payload: bytes, count: int) -> list[RawRecord]:
     pos = 0
     size = len(payload)
     for _ in range(count):
-        length, body = _varint_at(payload, pos)
+        length, body = read_varlong(payload, pos)
         end = body + length
         if length < 0 or end > size:
             raise CorruptRecord("record length runs past the end of the batch")
-        timestamp_delta, cursor = _varint_at(payload, body + 1)  # after the attributes byte
-        offset_delta, cursor = _varint_at(payload, cursor)
-        key_length, cursor = _varint_at(payload, cursor)
+        timestamp_delta, cursor = read_varlong(payload, body + 1)  # after the attributes byte
+        offset_delta, cursor = read_varlong(payload, cursor)
+        key_length, cursor = read_varlong(payload, cursor)
         if key_length < -1 or cursor + key_length > end:
             raise CorruptRecord(f"record key of {key_length} bytes does not fit in the record")
         key = None if key_length < 0 else payload[cursor : cursor + key_length]
         cursor += max(key_length, 0)
-        value_length, _cursor = _varint_at(payload, cursor)
+        value_length, _cursor = read_varlong(payload, cursor)
         out.append(RawRecord(pos, end, timestamp_delta, offset_delta, key, value_length >= 0))
         pos = end
     return out
@@ -625,7 +585,7 @@ class DecodedBatch:
 
 def _read_blob(view: memoryview, cursor: int, end: int) -> tuple[bytes | None, int]:
     """A varint-length-prefixed key, value or header inside a record ending at `end`; -1 is null."""
-    size, cursor = _read_varint(view, cursor)
+    size, cursor = read_varlong(view, cursor)
     if size < -1 or cursor + size > end:
         raise CorruptRecord(f"record field of {size} bytes does not fit in the record")
     if size < 0:
@@ -641,16 +601,16 @@ def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> DecodedBa
     records: list[Record] = []
     cursor = 0
     for _ in range(header.records_count):
-        length, cursor = _read_varint(view, cursor)
+        length, cursor = read_varlong(view, cursor)
         end = cursor + length
         if length < 0 or end > len(view):
             raise CorruptRecord("record length runs past the end of the batch")
         cursor += 1  # attributes
-        ts_delta, cursor = _read_varint(view, cursor)
-        offset_delta, cursor = _read_varint(view, cursor)
+        ts_delta, cursor = read_varlong(view, cursor)
+        offset_delta, cursor = read_varlong(view, cursor)
         key, cursor = _read_blob(view, cursor, end)
         value, cursor = _read_blob(view, cursor, end)
-        header_count, cursor = _read_varint(view, cursor)
+        header_count, cursor = read_varlong(view, cursor)
         if not 0 <= header_count <= end - cursor:
             raise CorruptRecord(f"record header count {header_count} does not fit in the record")
         headers: list[tuple[str, bytes | None]] = []

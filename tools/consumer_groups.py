@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import struct
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import TextIO
 
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
+from minikafka.protocol.primitives import Reader
 from minikafka.tools.admin_client import COORDINATOR_KEY_GROUP, AdminClient, AdminError, Node, check, error_name
 from minikafka.tools.cli import OneLineArgumentParser
 
@@ -54,19 +54,11 @@ def decode_assignment(data: bytes) -> tuple[TopicPartition, ...]:
     """The partitions of a ConsumerProtocolAssignment (all versions start with them; not flexible)."""
     if not data:
         return ()
-    offset = 2  # version
-    (topics,) = struct.unpack_from(">i", data, offset)
-    offset += 4
+    reader = Reader(data, 2, what="consumer assignment")  # after the version
     assigned = []
-    for _ in range(max(topics, 0)):
-        (name_length,) = struct.unpack_from(">h", data, offset)
-        offset += 2
-        name = data[offset:offset + name_length].decode()
-        offset += name_length
-        (count,) = struct.unpack_from(">i", data, offset)
-        offset += 4
-        assigned += [(name, p) for p in struct.unpack_from(f">{max(count, 0)}i", data, offset)]
-        offset += 4 * max(count, 0)
+    for _ in range(max(reader.array_length(), 0)):
+        name = reader.string()
+        assigned += [(name, reader.int32()) for _ in range(max(reader.array_length(), 0))]
     return tuple(assigned)
 
 

@@ -49,6 +49,7 @@ from minikafka.coordinator.group.records import (
 from minikafka.coordinator.transaction.log import KEY_VERSION as TXN_KEY_TYPE
 from minikafka.coordinator.transaction.log import formatter_json
 from minikafka.protocol.errors import CorruptRecord
+from minikafka.protocol.primitives import Reader
 from minikafka.protocol.records import Record
 from minikafka.protocol.render import kafka_uuid
 
@@ -63,8 +64,6 @@ STRING_DECODERS = frozenset({"org.apache.kafka.tools.api.StringDecoder", "kafka.
 JsonValue = str | int | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
 Printed = str | dict[str, JsonValue] | None
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 _LEGACY_OFFSET_KEY, _OFFSET_KEY, _GROUP_KEY = 0, 1, 2
 _CONSUMER_PROTOCOL_TYPE = "consumer"
 _CONSUMER_PROTOCOL_MAX_VERSION = 3
@@ -94,7 +93,7 @@ class _CoordinatorParser:
                              "(message had a missing key)")
         if len(record.key) < 2:
             return f"Error at offset {record.offset}, skipping. Could not read version from key's buffer.", None
-        (record_type,) = _I16.unpack_from(record.key)
+        record_type = Reader(record.key).int16()
         if record_type not in self.known_types:
             return f"Unknown record type {record_type} at offset {record.offset}, skipping.", None
         try:
@@ -111,7 +110,7 @@ class _CoordinatorParser:
 def _value_version(value: bytes) -> int:
     if len(value) < 2:
         raise CorruptRecord("Could not read version from value's buffer.")
-    return int(_I16.unpack_from(value)[0])
+    return Reader(value).int16()
 
 
 class TransactionLogParser(_CoordinatorParser):
@@ -137,7 +136,7 @@ class OffsetsParser(_CoordinatorParser):
     def decode(self, record_type: int, key: bytes, value: bytes | None) -> tuple[Printed, Printed]:
         if record_type in CONSUMER_GROUP_RECORD_TYPES:
             return _consumer_group_record_json(record_type, key, value)
-        reader = _Reader(key, 2)
+        reader = Reader(key, 2, what="__consumer_offsets key")
         key_data: dict[str, JsonValue]
         if record_type == _GROUP_KEY:
             key_data = {"group": reader.string()}
@@ -262,20 +261,44 @@ def _base64(data: bytes | None) -> JsonValue:
     return None if data is None else base64.b64encode(data).decode("ascii")
 
 
-def _or_bytes(parse: Callable[[_Reader], dict[str, JsonValue]], data: bytes) -> JsonValue:
+def _or_bytes(parse: Callable[[Reader], dict[str, JsonValue]], data: bytes) -> JsonValue:
     try:
-        return parse(_Reader(data))
-    except (CorruptRecord, UnicodeDecodeError):
+        return parse(Reader(data, what="consumer protocol payload"))
+    except CorruptRecord:
         return _base64(data)
 
 
-def _topic_partitions(reader: _Reader) -> list[JsonValue]:
-    return [{"topic": reader.string(), "partitions": reader.int32_array()} for _ in range(reader.array_len())]
+# Non-flexible Kafka types (coordinator keys, consumer protocol); trailing bytes are ignored, as Kafka's
+# ByteBufferAccessor does.
 
 
-def _subscription_json(reader: _Reader) -> dict[str, JsonValue]:
-    version = reader.version()
-    data: dict[str, JsonValue] = {"topics": [reader.string() for _ in range(reader.array_len())],
+def _version(reader: Reader) -> int:
+    version = reader.int16()
+    if not 0 <= version <= _CONSUMER_PROTOCOL_MAX_VERSION:
+        raise CorruptRecord(f"unsupported consumer protocol version {version}")
+    return version
+
+
+def _array_length(reader: Reader) -> int:
+    size = reader.array_length()
+    if size < 0:
+        raise CorruptRecord("non-nullable array field was serialized as null")
+    if size > reader.remaining:  # each element takes at least one byte
+        raise CorruptRecord(f"array of {size} elements does not fit")
+    return size
+
+
+def _int32_array(reader: Reader) -> list[JsonValue]:
+    return [reader.int32() for _ in range(_array_length(reader))]
+
+
+def _topic_partitions(reader: Reader) -> list[JsonValue]:
+    return [{"topic": reader.string(), "partitions": _int32_array(reader)} for _ in range(_array_length(reader))]
+
+
+def _subscription_json(reader: Reader) -> dict[str, JsonValue]:
+    version = _version(reader)
+    data: dict[str, JsonValue] = {"topics": [reader.string() for _ in range(_array_length(reader))],
                                   "userData": _base64(reader.nullable_bytes())}
     if version >= 1:
         data["ownedPartitions"] = _topic_partitions(reader)
@@ -286,62 +309,9 @@ def _subscription_json(reader: _Reader) -> dict[str, JsonValue]:
     return data
 
 
-def _assignment_json(reader: _Reader) -> dict[str, JsonValue]:
-    reader.version()
+def _assignment_json(reader: Reader) -> dict[str, JsonValue]:
+    _version(reader)
     return {"assignedPartitions": _topic_partitions(reader), "userData": _base64(reader.nullable_bytes())}
-
-
-class _Reader:
-    """Non-flexible Kafka types (coordinator keys, consumer protocol); trailing bytes are ignored, as
-    Kafka's ByteBufferAccessor does."""
-
-    def __init__(self, data: bytes, pos: int = 0) -> None:
-        self.data = data
-        self.pos = pos
-
-    def _take(self, size: int) -> bytes:
-        if size < 0 or self.pos + size > len(self.data):
-            raise CorruptRecord(f"{size} bytes wanted at byte {self.pos} of {len(self.data)}")
-        chunk = self.data[self.pos : self.pos + size]
-        self.pos += size
-        return chunk
-
-    def int16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
-
-    def int32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
-
-    def version(self) -> int:
-        version = self.int16()
-        if not 0 <= version <= _CONSUMER_PROTOCOL_MAX_VERSION:
-            raise CorruptRecord(f"unsupported consumer protocol version {version}")
-        return version
-
-    def nullable_string(self) -> str | None:
-        size = self.int16()
-        return None if size < 0 else self._take(size).decode("utf-8")
-
-    def string(self) -> str:
-        value = self.nullable_string()
-        if value is None:
-            raise CorruptRecord("non-nullable string field was serialized as null")
-        return value
-
-    def nullable_bytes(self) -> bytes | None:
-        size = self.int32()
-        return None if size < 0 else self._take(size)
-
-    def array_len(self) -> int:
-        size = self.int32()
-        if size < 0:
-            raise CorruptRecord("non-nullable array field was serialized as null")
-        if size > len(self.data) - self.pos:  # each element takes at least one byte
-            raise CorruptRecord(f"array of {size} elements does not fit")
-        return size
-
-    def int32_array(self) -> list[JsonValue]:
-        return [self.int32() for _ in range(self.array_len())]
 
 
 def parser_for(offsets: bool, transaction_log: bool) -> MessageParser:

@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import struct
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +48,8 @@ from minikafka.broker.control.faults import FaultSpecError, fault_table
 from minikafka.broker.control.inspector import ASSET_HEADERS, ASSETS, Asset
 from minikafka.coordinator.group.records import CONSUMER_PROTOCOL_TYPE, consumer_subscription_topics
 from minikafka.coordinator.transaction.coordinator import CRASH_POINTS
+from minikafka.protocol.errors import CorruptRecord
+from minikafka.protocol.primitives import Reader
 from minikafka.protocol.records import NO_PRODUCER_ID
 from minikafka.storage.clock import ManualClock
 
@@ -128,25 +129,22 @@ def _transactions_state(services: BrokerServices) -> list[dict[str, Any]]:
 def consumer_assignment(assignment: bytes) -> dict[str, list[int]] | None:
     """A ConsumerProtocolAssignment (version int16, [topic string, [partition int32]], user data bytes) as
     {topic: partitions}; None when it is not one (another protocol type, or bytes that do not parse)."""
+    reader = Reader(assignment, what="consumer assignment")
     try:
-        (version,) = struct.unpack_from(">h", assignment, 0)
-        (count,) = struct.unpack_from(">i", assignment, 2)
-        if version < 0 or count < 0 or count > len(assignment):
+        if reader.int16() < 0:
             return None
-        position, topics = 6, {}
+        count = reader.array_length()
+        if count < 0 or count > len(assignment):
+            return None
+        topics = {}
         for _ in range(count):
-            (length,) = struct.unpack_from(">h", assignment, position)
-            if not 0 <= length <= len(assignment) - position - 2:
+            topic = reader.string()
+            partitions = reader.array_length()
+            if partitions < 0 or partitions * 4 > reader.remaining:
                 return None
-            topic = assignment[position + 2:position + 2 + length].decode()
-            position += 2 + length
-            (partitions,) = struct.unpack_from(">i", assignment, position)
-            if partitions < 0 or partitions * 4 > len(assignment) - position - 4:
-                return None
-            topics[topic] = list(struct.unpack_from(f">{partitions}i", assignment, position + 4))
-            position += 4 + 4 * partitions
+            topics[topic] = [reader.int32() for _ in range(partitions)]
         return topics
-    except (struct.error, UnicodeDecodeError):
+    except CorruptRecord:
         return None
 
 

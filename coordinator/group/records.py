@@ -45,6 +45,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from minikafka.protocol.errors import CorruptRecord
+from minikafka.protocol.primitives import Reader, Writer
 
 OFFSET_KEY_VERSION = 1
 OFFSET_VALUE_VERSION = 3
@@ -70,10 +71,7 @@ CONSUMER_GROUP_RECORD_TYPES = frozenset({
     CONSUMER_GROUP_REGULAR_EXPRESSION, *_MEMBER_KEYED,
 })
 
-_I8 = struct.Struct(">b")
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
+_I64 = struct.Struct(">q")  # the metadata hash, a tagged field
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,45 +191,31 @@ ConsumerGroupValue = (
 # -- writing -------------------------------------------------------------------------------------
 
 
-def _string(out: bytearray, value: str | None) -> None:
-    if value is None:
-        out += _I16.pack(-1)
-        return
-    encoded = value.encode()
-    out += _I16.pack(len(encoded))
-    out += encoded
-
-
-def _bytes(out: bytearray, value: bytes | None) -> None:
-    if value is None:
-        out += _I32.pack(-1)
-        return
-    out += _I32.pack(len(value))
-    out += value
-
-
 def encode_offset_key(key: OffsetKey) -> bytes:
-    out = bytearray(_I16.pack(OFFSET_KEY_VERSION))
-    _string(out, key.group)
-    _string(out, key.topic)
-    out += _I32.pack(key.partition)
-    return bytes(out)
+    out = Writer()
+    out.int16(OFFSET_KEY_VERSION)
+    out.string(key.group)
+    out.string(key.topic)
+    out.int32(key.partition)
+    return out.value()
 
 
 def encode_group_key(key: GroupKey) -> bytes:
-    out = bytearray(_I16.pack(GROUP_KEY_VERSION))
-    _string(out, key.group)
-    return bytes(out)
+    out = Writer()
+    out.int16(GROUP_KEY_VERSION)
+    out.string(key.group)
+    return out.value()
 
 
 def encode_consumer_group_key(key: ConsumerGroupKey) -> bytes:
-    out = bytearray(_I16.pack(key.record_type))
-    _string(out, key.group)
+    out = Writer()
+    out.int16(key.record_type)
+    out.string(key.group)
     if key.record_type in _MEMBER_KEYED:
-        _string(out, key.member_id or "")
+        out.string(key.member_id or "")
     elif key.record_type == CONSUMER_GROUP_REGULAR_EXPRESSION:
-        _string(out, key.regex or "")
-    return bytes(out)
+        out.string(key.regex or "")
+    return out.value()
 
 
 def encode_key(key: OffsetKey | GroupKey | ConsumerGroupKey) -> bytes:
@@ -242,241 +226,171 @@ def encode_key(key: OffsetKey | GroupKey | ConsumerGroupKey) -> bytes:
 
 def encode_offset_value(value: OffsetValue) -> bytes:
     """v3, or v1 when an expire timestamp is set (as Kafka does)."""
+    out = Writer()
     if value.expire_timestamp >= 0:
-        out = bytearray(_I16.pack(1))
-        out += _I64.pack(value.offset)
-        _string(out, value.metadata)
-        out += _I64.pack(value.commit_timestamp)
-        out += _I64.pack(value.expire_timestamp)
-        return bytes(out)
-    out = bytearray(_I16.pack(OFFSET_VALUE_VERSION))
-    out += _I64.pack(value.offset)
-    out += _I32.pack(value.leader_epoch)
-    _string(out, value.metadata)
-    out += _I64.pack(value.commit_timestamp)
-    return bytes(out)
+        out.int16(1)
+        out.int64(value.offset)
+        out.string(value.metadata)
+        out.int64(value.commit_timestamp)
+        out.int64(value.expire_timestamp)
+        return out.value()
+    out.int16(OFFSET_VALUE_VERSION)
+    out.int64(value.offset)
+    out.int32(value.leader_epoch)
+    out.string(value.metadata)
+    out.int64(value.commit_timestamp)
+    return out.value()
 
 
 def encode_group_value(value: GroupValue) -> bytes:
-    out = bytearray(_I16.pack(GROUP_VALUE_VERSION))
-    _string(out, value.protocol_type)
-    out += _I32.pack(value.generation)
-    _string(out, value.protocol)
-    _string(out, value.leader)
-    out += _I64.pack(value.current_state_timestamp)
-    out += _I32.pack(len(value.members))
+    out = Writer()
+    out.int16(GROUP_VALUE_VERSION)
+    out.string(value.protocol_type)
+    out.int32(value.generation)
+    out.nullable_string(value.protocol)
+    out.nullable_string(value.leader)
+    out.int64(value.current_state_timestamp)
+    out.array_length(len(value.members))
     for m in value.members:
-        _string(out, m.member_id)
-        _string(out, m.group_instance_id)
-        _string(out, m.client_id)
-        _string(out, m.client_host)
-        out += _I32.pack(m.rebalance_timeout)
-        out += _I32.pack(m.session_timeout)
-        _bytes(out, m.subscription)
-        _bytes(out, m.assignment)
-    return bytes(out)
+        out.string(m.member_id)
+        out.nullable_string(m.group_instance_id)
+        out.string(m.client_id)
+        out.string(m.client_host)
+        out.int32(m.rebalance_timeout)
+        out.int32(m.session_timeout)
+        out.nullable_bytes(m.subscription)
+        out.nullable_bytes(m.assignment)
+    return out.value()
 
 
 # Flexible (compact) encodings of the KIP-848 values.
 
 
-def _uvarint(out: bytearray, value: int) -> None:
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
-def _compact_string(out: bytearray, value: str | None) -> None:
-    if value is None:
-        out.append(0)
-        return
-    encoded = value.encode()
-    _uvarint(out, len(encoded) + 1)
-    out += encoded
-
-
-def _compact_bytes(out: bytearray, value: bytes) -> None:
-    _uvarint(out, len(value) + 1)
-    out += value
-
-
-def _tags(out: bytearray, tags: dict[int, bytes]) -> None:
-    _uvarint(out, len(tags))
-    for tag in sorted(tags):
-        _uvarint(out, tag)
-        _uvarint(out, len(tags[tag]))
-        out += tags[tag]
-
-
-def _topic_id_partitions(out: bytearray, value: TopicIdPartitions) -> None:
-    _uvarint(out, len(value) + 1)
+def _topic_id_partitions(out: Writer, value: TopicIdPartitions) -> None:
+    out.compact_array_length(len(value))
     for topic_id, partitions in value:
-        out += topic_id.bytes
-        _uvarint(out, len(partitions) + 1)
+        out.uuid(topic_id)
+        out.compact_array_length(len(partitions))
         for p in partitions:
-            out += _I32.pack(p)
-        _tags(out, {})
+            out.int32(p)
+        out.tagged_fields({})
+
+
+def _classic_member_metadata_bytes(value: ConsumerGroupMemberMetadataValue,
+                                   protocols: tuple[tuple[str, bytes], ...]) -> bytes:
+    """ClassicMemberMetadata, the value of tag 0 of a member that joined with the classic protocol."""
+    classic = Writer()
+    classic.int32(value.classic_session_timeout_ms)
+    classic.compact_array_length(len(protocols))
+    for name, metadata in protocols:
+        classic.compact_string(name)
+        classic.compact_bytes(metadata)
+        classic.tagged_fields({})
+    classic.tagged_fields({})
+    return classic.value()
 
 
 def encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
     """Version 0 of the value's schema, flexible, as Kafka 4.1 writes it."""
-    out = bytearray(_I16.pack(CONSUMER_GROUP_VALUE_VERSION))
+    out = Writer()
+    out.int16(CONSUMER_GROUP_VALUE_VERSION)
     tags: dict[int, bytes] = {}
     if isinstance(value, ConsumerGroupMetadataValue):
-        out += _I32.pack(value.epoch)
+        out.int32(value.epoch)
         if value.metadata_hash != 0:
             tags[0] = _I64.pack(value.metadata_hash)
     elif isinstance(value, ConsumerGroupMemberMetadataValue):
-        _compact_string(out, value.instance_id)
-        _compact_string(out, value.rack_id)
-        _compact_string(out, value.client_id)
-        _compact_string(out, value.client_host)
-        _uvarint(out, len(value.subscribed_topic_names) + 1)
+        out.compact_nullable_string(value.instance_id)
+        out.compact_nullable_string(value.rack_id)
+        out.compact_string(value.client_id)
+        out.compact_string(value.client_host)
+        out.compact_array_length(len(value.subscribed_topic_names))
         for name in value.subscribed_topic_names:
-            _compact_string(out, name)
-        _compact_string(out, value.subscribed_topic_regex)
-        out += _I32.pack(value.rebalance_timeout_ms)
-        _compact_string(out, value.server_assignor)
+            out.compact_string(name)
+        out.compact_nullable_string(value.subscribed_topic_regex)
+        out.int32(value.rebalance_timeout_ms)
+        out.compact_nullable_string(value.server_assignor)
         if value.classic_protocols is not None:
-            classic = bytearray(_I32.pack(value.classic_session_timeout_ms))
-            _uvarint(classic, len(value.classic_protocols) + 1)
-            for name, metadata in value.classic_protocols:
-                _compact_string(classic, name)
-                _compact_bytes(classic, metadata)
-                _tags(classic, {})
-            _tags(classic, {})
-            tags[0] = bytes(classic)
+            tags[0] = _classic_member_metadata_bytes(value, value.classic_protocols)
     elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
-        out += _I32.pack(value.assignment_epoch)
+        out.int32(value.assignment_epoch)
     elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
         _topic_id_partitions(out, value.topic_partitions)
     elif isinstance(value, ConsumerGroupCurrentMemberAssignmentValue):
-        out += _I32.pack(value.member_epoch)
-        out += _I32.pack(value.previous_member_epoch)
-        out += _I8.pack(value.state)
+        out.int32(value.member_epoch)
+        out.int32(value.previous_member_epoch)
+        out.int8(value.state)
         _topic_id_partitions(out, value.assigned_partitions)
         _topic_id_partitions(out, value.partitions_pending_revocation)
     else:
-        _uvarint(out, len(value.topics) + 1)
+        out.compact_array_length(len(value.topics))
         for topic in value.topics:
-            _compact_string(out, topic)
-        out += _I64.pack(value.version)
-        out += _I64.pack(value.timestamp)
-    _tags(out, tags)
-    return bytes(out)
+            out.compact_string(topic)
+        out.int64(value.version)
+        out.int64(value.timestamp)
+    out.tagged_fields(tags)
+    return out.value()
 
 
 # -- reading -------------------------------------------------------------------------------------
 
 
-class _Reader:
-    __slots__ = ("buf", "flexible", "pos")
+def _reader(data: bytes) -> Reader:
+    return Reader(data, what="__consumer_offsets record")
 
-    def __init__(self, buf: bytes, pos: int = 0, flexible: bool = False) -> None:
-        self.buf = buf
-        self.pos = pos
+
+class _Fields:
+    """The string, bytes and array forms of one schema version: int16/int32 lengths, or compact ones
+    (uvarint + 1) and tagged-field sections in the flexible versions."""
+
+    def __init__(self, reader: Reader, flexible: bool) -> None:
+        self.reader = reader
         self.flexible = flexible
 
-    def _take(self, st: struct.Struct) -> int:
-        if self.pos + st.size > len(self.buf):
-            raise CorruptRecord("__consumer_offsets record is truncated")
-        (value,) = st.unpack_from(self.buf, self.pos)
-        self.pos += st.size
-        return int(value)
-
-    def int8(self) -> int:
-        return self._take(_I8)
-
-    def int16(self) -> int:
-        return self._take(_I16)
-
-    def int32(self) -> int:
-        return self._take(_I32)
-
-    def int64(self) -> int:
-        return self._take(_I64)
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        while True:
-            if self.pos >= len(self.buf):
-                raise CorruptRecord("__consumer_offsets record is truncated")
-            byte = self.buf[self.pos]
-            self.pos += 1
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-
-    def _raw(self, size: int) -> bytes:
-        if size < 0 or self.pos + size > len(self.buf):
-            raise CorruptRecord("__consumer_offsets record is truncated")
-        data = self.buf[self.pos : self.pos + size]
-        self.pos += size
-        return data
-
     def nullable_string(self) -> str | None:
-        size = self.uvarint() - 1 if self.flexible else self.int16()
-        if size < 0:
-            return None
-        return self._raw(size).decode()
+        reader = self.reader
+        return reader.compact_nullable_string() if self.flexible else reader.nullable_string()
 
     def string(self) -> str:
-        value = self.nullable_string()
-        if value is None:
-            raise CorruptRecord("null string in a non-nullable field")
-        return value
+        return self.reader.compact_string() if self.flexible else self.reader.string()
 
-    def bytes_(self) -> bytes:
-        size = self.uvarint() - 1 if self.flexible else self.int32()
-        if size < 0:
-            return b""
-        return self._raw(size)
+    def bytes_or_empty(self) -> bytes:
+        reader = self.reader
+        value = reader.compact_nullable_bytes() if self.flexible else reader.nullable_bytes()
+        return b"" if value is None else value
 
-    def array_len(self) -> int:
-        return self.uvarint() - 1 if self.flexible else self.int32()
+    def array_length(self) -> int:
+        """The element count; 0 for a null array."""
+        return max(self.reader.compact_array_length() if self.flexible else self.reader.array_length(), 0)
 
     def skip_tags(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self._raw(self.uvarint())
+        if self.flexible:
+            self.reader.tagged_fields()
 
-    def tags(self) -> dict[int, bytes]:
-        """A flexible struct's tagged fields, by tag."""
-        out = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            out[tag] = self._raw(self.uvarint())
-        return out
 
-    def uuid(self) -> uuid.UUID:
-        return uuid.UUID(bytes=self._raw(16))
+def _compact_array_length(reader: Reader) -> int:
+    size = reader.compact_array_length()
+    if size < 0:
+        raise reader.malformed("has a null array in a non-nullable field")
+    if size > reader.remaining:  # every element takes at least one byte
+        raise reader.malformed(f"has an array of {size} elements that does not fit")
+    return size
 
-    def compact_array_len(self) -> int:
-        size = self.uvarint() - 1
-        if size < 0:
-            raise CorruptRecord("null array in a non-nullable field")
-        if size > len(self.buf) - self.pos:  # every element takes at least one byte
-            raise CorruptRecord(f"array of {size} elements does not fit")
-        return size
 
-    def topic_id_partitions(self) -> TopicIdPartitions:
-        out = []
-        for _ in range(self.compact_array_len()):
-            topic_id = self.uuid()
-            partitions = tuple(self.int32() for _ in range(self.compact_array_len()))
-            self.tags()  # AssignmentEpochs (KIP-1251, after 4.1) is not used
-            out.append((topic_id, partitions))
-        return tuple(out)
+def _topic_id_partitions_of(reader: Reader) -> TopicIdPartitions:
+    out = []
+    for _ in range(_compact_array_length(reader)):
+        topic_id = reader.uuid()
+        partitions = tuple(reader.int32() for _ in range(_compact_array_length(reader)))
+        reader.tagged_fields()  # AssignmentEpochs (KIP-1251, after 4.1) is not used
+        out.append((topic_id, partitions))
+    return tuple(out)
 
 
 def decode_key(data: bytes) -> OffsetKey | GroupKey | ConsumerGroupKey | None:
     """The key of a `__consumer_offsets` record; None for record types we do not use (share and
     streams groups)."""
-    reader = _Reader(data)
+    reader = _reader(data)
     version = reader.int16()
     if version in (0, 1):
         return OffsetKey(reader.string(), reader.string(), reader.int32())
@@ -493,101 +407,101 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey | ConsumerGroupKey | None:
 
 def decode_consumer_group_value(record_type: int, data: bytes) -> ConsumerGroupValue:
     """The value of a KIP-848 record of `record_type` (not type 4, which is never read)."""
-    reader = _Reader(data, flexible=True)
+    reader = _reader(data)
     version = reader.int16()
     if version != CONSUMER_GROUP_VALUE_VERSION:
         raise CorruptRecord(f"unknown version {version} of the value of record type {record_type}")
     value: ConsumerGroupValue
     if record_type == CONSUMER_GROUP_METADATA:
         epoch = reader.int32()
-        tags = reader.tags()
+        tags = reader.tagged_fields()
         metadata_hash = _I64.unpack(tags[0])[0] if len(tags.get(0, b"")) == _I64.size else 0
         return ConsumerGroupMetadataValue(epoch, metadata_hash)
     if record_type == CONSUMER_GROUP_MEMBER_METADATA:
-        instance_id = reader.nullable_string()
-        rack_id = reader.nullable_string()
-        client_id = reader.string()
-        client_host = reader.string()
-        names = tuple(reader.string() for _ in range(reader.compact_array_len()))
-        regex = reader.nullable_string()
+        instance_id = reader.compact_nullable_string()
+        rack_id = reader.compact_nullable_string()
+        client_id = reader.compact_string()
+        client_host = reader.compact_string()
+        names = tuple(reader.compact_string() for _ in range(_compact_array_length(reader)))
+        regex = reader.compact_nullable_string()
         rebalance_timeout = reader.int32()
-        assignor = reader.nullable_string()
-        tags = reader.tags()
+        assignor = reader.compact_nullable_string()
+        tags = reader.tagged_fields()
         session_timeout, classic = _classic_member_metadata(tags[0]) if 0 in tags else (0, None)
         return ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host, names, regex,
                                                 rebalance_timeout, assignor, classic, session_timeout)
     if record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
         value = ConsumerGroupTargetAssignmentMetadataValue(reader.int32())
     elif record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
-        value = ConsumerGroupTargetAssignmentMemberValue(reader.topic_id_partitions())
+        value = ConsumerGroupTargetAssignmentMemberValue(_topic_id_partitions_of(reader))
     elif record_type == CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
         value = ConsumerGroupCurrentMemberAssignmentValue(reader.int32(), reader.int32(), reader.int8(),
-                                                          reader.topic_id_partitions(),
-                                                          reader.topic_id_partitions())
+                                                          _topic_id_partitions_of(reader),
+                                                          _topic_id_partitions_of(reader))
     elif record_type == CONSUMER_GROUP_REGULAR_EXPRESSION:
-        topics = tuple(reader.string() for _ in range(reader.compact_array_len()))
+        topics = tuple(reader.compact_string() for _ in range(_compact_array_length(reader)))
         value = ConsumerGroupRegularExpressionValue(topics, reader.int64(), reader.int64())
     else:
         raise CorruptRecord(f"record type {record_type} has no value this coordinator reads")
-    reader.tags()
+    reader.tagged_fields()
     return value
 
 
 def _classic_member_metadata(data: bytes) -> tuple[int, tuple[tuple[str, bytes], ...]]:
     """ClassicMemberMetadata: (session timeout, supported protocols)."""
-    reader = _Reader(data, flexible=True)
+    reader = _reader(data)
     session_timeout = reader.int32()
     protocols = []
-    for _ in range(reader.compact_array_len()):
-        name = reader.string()
-        metadata = reader.bytes_()
-        reader.tags()
+    for _ in range(_compact_array_length(reader)):
+        name = reader.compact_string()
+        metadata = reader.compact_nullable_bytes() or b""
+        reader.tagged_fields()
         protocols.append((name, metadata))
-    reader.tags()
+    reader.tagged_fields()
     return session_timeout, tuple(protocols)
 
 
 def decode_offset_value(data: bytes) -> OffsetValue:
-    reader = _Reader(data)
+    reader = _reader(data)
     version = reader.int16()
     if version < 0 or version > 4:
         raise CorruptRecord(f"unknown OffsetCommitValue version {version}")
-    reader.flexible = version >= 4
+    fields = _Fields(reader, flexible=version >= 4)
     offset = reader.int64()
     leader_epoch = reader.int32() if version >= 3 else -1
-    metadata = reader.string()
+    metadata = fields.string()
     commit_timestamp = reader.int64()
     expire_timestamp = reader.int64() if version == 1 else -1
-    reader.skip_tags()
+    fields.skip_tags()
     return OffsetValue(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
 
 
 def decode_group_value(data: bytes) -> GroupValue:
-    reader = _Reader(data)
+    reader = _reader(data)
     version = reader.int16()
     if version < 0 or version > 4:
         raise CorruptRecord(f"unknown GroupMetadataValue version {version}")
-    reader.flexible = version >= 4
-    protocol_type = reader.string()
+    fields = _Fields(reader, flexible=version >= 4)
+    protocol_type = fields.string()
     generation = reader.int32()
-    protocol = reader.nullable_string()
-    leader = reader.nullable_string()
+    protocol = fields.nullable_string()
+    leader = fields.nullable_string()
     timestamp = reader.int64() if version >= 2 else -1
     members = []
-    for _ in range(max(reader.array_len(), 0)):
-        member_id = reader.string()
-        instance_id = reader.nullable_string() if version >= 3 else None
-        client_id = reader.string()
-        client_host = reader.string()
+    for _ in range(fields.array_length()):
+        member_id = fields.string()
+        instance_id = fields.nullable_string() if version >= 3 else None
+        client_id = fields.string()
+        client_host = fields.string()
         session_timeout = rebalance_timeout = 0
         if version >= 1:
             rebalance_timeout = reader.int32()
         session_timeout = reader.int32()
         if version == 0:
             rebalance_timeout = session_timeout
-        subscription = reader.bytes_()
-        assignment = reader.bytes_()
-        reader.skip_tags()
+        subscription = fields.bytes_or_empty()
+        assignment = fields.bytes_or_empty()
+        fields.skip_tags()
         members.append(
             MemberValue(
                 member_id,
@@ -600,17 +514,17 @@ def decode_group_value(data: bytes) -> GroupValue:
                 assignment,
             )
         )
-    reader.skip_tags()
+    fields.skip_tags()
     return GroupValue(protocol_type, generation, protocol, leader, timestamp, tuple(members))
 
 
 def consumer_subscription_topics(metadata: bytes) -> list[str]:
     """Topics of a ConsumerProtocolSubscription (version int16, topics [string], ...); [] if unparseable."""
     try:
-        reader = _Reader(metadata)
+        reader = _reader(metadata)
         version = reader.int16()
         if version < 0:
             return []
-        return [reader.string() for _ in range(max(reader.int32(), 0))]
-    except (CorruptRecord, UnicodeDecodeError):
+        return [reader.string() for _ in range(max(reader.array_length(), 0))]
+    except CorruptRecord:
         return []

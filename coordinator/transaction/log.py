@@ -22,10 +22,14 @@ from functools import lru_cache
 
 from minikafka.coordinator.transaction.state import TopicPartition, TxnMetadata, TxnState
 from minikafka.protocol.errors import CorruptRecord
+from minikafka.protocol.primitives import Reader, Writer
 from minikafka.protocol.records import NO_PRODUCER_ID
 
 KEY_VERSION = 0
-_INT16_MAX = 32767
+# version, ProducerId, ProducerEpoch, TransactionTimeoutMs, TransactionStatus: one pack for the fixed head
+_VALUE_HEAD = struct.Struct(">hqhib")
+# Tags 0 (PreviousProducerId) and 1 (NextProducerId) are int64, 2 (ClientTransactionVersion) int16.
+_TAG_FORMS = {0: struct.Struct(">q"), 1: struct.Struct(">q"), 2: struct.Struct(">h")}
 
 
 class CorruptTxnRecord(CorruptRecord, ValueError):
@@ -48,42 +52,34 @@ class TxnLogValue:
 
 
 def encode_key(transactional_id: str) -> bytes:
-    raw = transactional_id.encode()
-    if len(raw) > _INT16_MAX:
-        raise ValueError("a transactional id longer than 32767 bytes does not fit an int16-length string")
-    return struct.pack(">hh", KEY_VERSION, len(raw)) + raw
+    out = Writer()
+    out.int16(KEY_VERSION)
+    out.string(transactional_id)  # ValueError past 32767 bytes
+    return out.value()
 
 
 def decode_key(data: bytes) -> str:
-    reader = _Reader(data, flexible=False)
+    reader = _reader(data, "TransactionLogKey")
     version = reader.int16()
     if version != KEY_VERSION:
         raise CorruptTxnRecord(f"unknown TransactionLogKey version {version}")
     transactional_id = reader.string()
-    reader.done()
+    _done(reader)
     return transactional_id
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _string(value: str, flexible: bool) -> bytes:
-    raw = value.encode()
-    if not flexible and len(raw) > _INT16_MAX:
-        raise ValueError(f"topic name of {len(raw)} bytes does not fit an int16-length string")
-    return (_uvarint(len(raw) + 1) if flexible else struct.pack(">h", len(raw))) + raw
-
-
-def _array_length(count: int | None, flexible: bool) -> bytes:
+def _string(out: Writer, value: str, flexible: bool) -> None:
     if flexible:
-        return _uvarint(0 if count is None else count + 1)
-    return struct.pack(">i", -1 if count is None else count)
+        out.compact_string(value)
+    else:
+        out.string(value)  # ValueError past 32767 bytes
+
+
+def _array_length(out: Writer, count: int | None, flexible: bool) -> None:
+    if flexible:
+        out.compact_array_length(count)
+    else:
+        out.array_length(count)
 
 
 def _grouped(partitions: Iterable[TopicPartition]) -> list[tuple[str, list[int]]]:
@@ -98,168 +94,113 @@ def _encoded_partitions(partitions: frozenset[TopicPartition], flexible: bool) -
     """TransactionPartitions, kept for the next records: Ongoing and Prepare* carry the same set,
     and a producer's transactions mostly span the same partitions."""
     grouped = _grouped(partitions)
-    out = bytearray(_array_length(len(grouped), flexible))
+    out = Writer()
+    _array_length(out, len(grouped), flexible)
     for topic, ids in grouped:
-        out += _string(topic, flexible)
-        out += _array_length(len(ids), flexible)
-        out += b"".join(struct.pack(">i", i) for i in ids)
+        _string(out, topic, flexible)
+        _array_length(out, len(ids), flexible)
+        for partition in ids:
+            out.int32(partition)
         if flexible:
-            out += b"\x00"  # no tagged fields in the partition entry
-    return bytes(out)
+            out.tagged_fields({})  # none in the partition entry
+    return out.value()
 
 
 def encode_value(meta: TxnMetadata, version: int = 0) -> bytes:
     if version not in (0, 1):
         raise ValueError(f"TransactionLogValue v{version} is not written")
     flexible = version == 1
+    out = Writer()
     try:
-        out = bytearray(struct.pack(">hqhib", version, meta.producer_id, meta.producer_epoch, meta.txn_timeout_ms,
-                                    int(meta.state)))
+        out.raw(_VALUE_HEAD.pack(version, meta.producer_id, meta.producer_epoch, meta.txn_timeout_ms,
+                                 int(meta.state)))
     except struct.error as exc:  # a field out of its Kafka type's range: a caller bug, not a corrupt record
         raise ValueError(f"transaction metadata does not fit TransactionLogValue: {exc}") from exc
     if meta.state == TxnState.EMPTY:
         if meta.topic_partitions:
             raise ValueError("an Empty transaction has no partitions")
-        out += _array_length(None, flexible)
+        _array_length(out, None, flexible)
     else:
-        out += _encoded_partitions(meta.topic_partitions, flexible)
-    out += struct.pack(">qq", meta.txn_last_update_timestamp, meta.txn_start_timestamp)
+        out.raw(_encoded_partitions(meta.topic_partitions, flexible))
+    out.int64(meta.txn_last_update_timestamp)
+    out.int64(meta.txn_start_timestamp)
     if flexible:
-        out += _tagged_fields(meta)
-    return bytes(out)
+        out.tagged_fields(_tagged_fields(meta))
+    return out.value()
 
 
-def _tagged_fields(meta: TxnMetadata) -> bytes:
-    """Tags 0-2 of TransactionLogValue v1, in ascending order, each only when not its default."""
-    tags = []
+def _tagged_fields(meta: TxnMetadata) -> dict[int, bytes]:
+    """Tags 0-2 of TransactionLogValue v1, each only when not its default."""
+    tags = {}
     if meta.last_producer_id != NO_PRODUCER_ID:
-        tags.append((0, struct.pack(">q", meta.last_producer_id)))
+        tags[0] = _TAG_FORMS[0].pack(meta.last_producer_id)
     if meta.next_producer_id != NO_PRODUCER_ID:
-        tags.append((1, struct.pack(">q", meta.next_producer_id)))
+        tags[1] = _TAG_FORMS[1].pack(meta.next_producer_id)
     if meta.client_transaction_version != 0:
-        tags.append((2, struct.pack(">h", meta.client_transaction_version)))
-    out = bytearray(_uvarint(len(tags)))
-    for tag, payload in tags:
-        out += _uvarint(tag) + _uvarint(len(payload)) + payload
-    return bytes(out)
+        tags[2] = _TAG_FORMS[2].pack(meta.client_transaction_version)
+    return tags
 
 
-class _Reader:
-    def __init__(self, data: bytes, flexible: bool) -> None:
-        self.data = data
-        self.pos = 0
-        self.flexible = flexible
+def _reader(data: bytes, what: str) -> Reader:
+    return Reader(data, what=what, error=CorruptTxnRecord)
 
-    def _take(self, fmt: str) -> int:
-        size = struct.calcsize(fmt)
-        if self.pos + size > len(self.data):
-            raise CorruptTxnRecord(f"record ends at byte {len(self.data)}, needed {self.pos + size}")
-        (value,) = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += size
-        return int(value)
 
-    def int8(self) -> int:
-        return self._take(">b")
+def _done(reader: Reader) -> None:
+    if reader.remaining:
+        raise reader.malformed(f"has {reader.remaining} bytes after the record")
 
-    def int16(self) -> int:
-        return self._take(">h")
 
-    def int32(self) -> int:
-        return self._take(">i")
-
-    def int64(self) -> int:
-        return self._take(">q")
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        while True:
-            byte = self._take(">B")
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise CorruptTxnRecord("varint too long")
-
-    def raw(self, size: int) -> bytes:
-        if size < 0 or self.pos + size > len(self.data):
-            raise CorruptTxnRecord("length runs past the end of the record")
-        value = self.data[self.pos:self.pos + size]
-        self.pos += size
-        return value
-
-    def string(self) -> str:
-        size = self.uvarint() - 1 if self.flexible else self.int16()
-        if size < 0:
-            raise CorruptTxnRecord("null in a non-nullable string")
-        try:
-            return self.raw(size).decode()
-        except UnicodeDecodeError as exc:
-            raise CorruptTxnRecord("string is not UTF-8") from exc
-
-    def array_length(self) -> int | None:
-        if self.flexible:
-            count = self.uvarint()
-            return None if count == 0 else count - 1
-        count = self.int32()
-        return None if count < 0 else count
-
-    def tags(self) -> dict[int, bytes]:
-        found = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            found[tag] = self.raw(self.uvarint())
-        return found
-
-    def done(self) -> None:
-        if self.pos != len(self.data):
-            raise CorruptTxnRecord(f"{len(self.data) - self.pos} bytes after the record")
+def _array_length_of(reader: Reader, flexible: bool) -> int | None:
+    """An array's element count; None for a null array."""
+    count = reader.compact_array_length() if flexible else reader.array_length()
+    return None if count < 0 else count
 
 
 def decode_value(data: bytes | None) -> TxnLogValue | None:
     """The value of a `__transaction_state` record; None for a tombstone."""
     if data is None:
         return None
-    reader = _Reader(data, flexible=False)
+    reader = _reader(data, "TransactionLogValue")
     version = reader.int16()
     if version not in (0, 1):
         raise CorruptTxnRecord(f"unknown TransactionLogValue version {version}")
-    reader.flexible = version == 1
+    flexible = version == 1
     producer_id, epoch, timeout = reader.int64(), reader.int16(), reader.int32()
     try:
         state = TxnState(reader.int8())
     except ValueError as exc:
         raise CorruptTxnRecord(str(exc)) from exc
     partitions: set[TopicPartition] | None = None
-    count = reader.array_length()
+    count = _array_length_of(reader, flexible)
     if count is not None:
         partitions = set()
         for _ in range(count):
-            topic = reader.string()
-            ids = reader.array_length()
+            topic = reader.compact_string() if flexible else reader.string()
+            ids = _array_length_of(reader, flexible)
             if ids is None:
                 raise CorruptTxnRecord(f"null PartitionIds for topic {topic}")
             partitions.update((topic, reader.int32()) for _ in range(ids))
-            if reader.flexible:
-                reader.tags()
+            if flexible:
+                reader.tagged_fields()
     last_update, start = reader.int64(), reader.int64()
-    tags = reader.tags() if reader.flexible else {}
-    reader.done()
+    tags = reader.tagged_fields() if flexible else {}
+    _done(reader)
     return TxnLogValue(
         version, producer_id, epoch, timeout, state, frozenset(partitions) if partitions is not None else None,
         last_update, start,
-        previous_producer_id=_tag_int(tags, 0, ">q", NO_PRODUCER_ID),
-        next_producer_id=_tag_int(tags, 1, ">q", NO_PRODUCER_ID),
-        client_transaction_version=_tag_int(tags, 2, ">h", 0),
+        previous_producer_id=_tag_int(tags, 0, NO_PRODUCER_ID),
+        next_producer_id=_tag_int(tags, 1, NO_PRODUCER_ID),
+        client_transaction_version=_tag_int(tags, 2, 0),
     )
 
 
-def _tag_int(tags: dict[int, bytes], tag: int, fmt: str, default: int) -> int:
+def _tag_int(tags: dict[int, bytes], tag: int, default: int) -> int:
     if tag not in tags:
         return default
-    if len(tags[tag]) != struct.calcsize(fmt):
+    form = _TAG_FORMS[tag]
+    if len(tags[tag]) != form.size:
         raise CorruptTxnRecord(f"tagged field {tag} has {len(tags[tag])} bytes")
-    return int(struct.unpack(fmt, tags[tag])[0])
+    return int(form.unpack(tags[tag])[0])
 
 
 def metadata_from(transactional_id: str, value: TxnLogValue) -> TxnMetadata:
