@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.build import build
+from minikafka.protocol.codec import decode_response, encode_request, request_schema
+from minikafka.protocol.errors import ErrorCode
 from minikafka.testing import Broker
 
 from tests.conftest import poll_until
@@ -78,8 +82,23 @@ def golden_broker() -> Iterator[Broker]:
     """A fresh in-process broker with BROKER_CONFIG whose coordinators have loaded: before that their APIs
     answer COORDINATOR_LOAD_IN_PROGRESS, which would make the first group request's answer a race."""
     with Broker(BROKER_CONFIG) as broker:
-        poll_until(lambda: '"coordinators loaded"' in broker.logs(), message="the coordinators loaded")
+        # Closed before the test's own connection: the probing requests are no part of the exchanges.
+        with Wire(broker.port) as wire:
+            poll_until(lambda: _coordinators_loaded(wire), message="the coordinators loaded")
         yield broker
+
+
+def _coordinators_loaded(wire: Wire) -> bool:
+    """Asked over the wire (the log line's format depends on how logging is set up by whoever runs the
+    tests): a group and a transaction lookup no longer answer COORDINATOR_LOAD_IN_PROGRESS."""
+    groups = build(request_schema(ApiKey.OFFSET_FETCH, 8), groups=[{"group_id": "probe", "topics": None}])
+    _correlation, fetched = decode_response(wire.exchange(encode_request(1, groups)[4:]), ApiKey.OFFSET_FETCH, 8)
+    transactions = build(request_schema(ApiKey.DESCRIBE_TRANSACTIONS, 0), transactional_ids=["probe"])
+    _correlation, described = decode_response(wire.exchange(encode_request(2, transactions)[4:]),
+                                              ApiKey.DESCRIBE_TRANSACTIONS, 0)
+    loading = ErrorCode.coordinator_load_in_progress
+    return (all(group.error_code != loading for group in fetched.groups)
+            and all(state.error_code != loading for state in described.transaction_states))
 
 
 class Wire:
