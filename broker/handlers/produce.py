@@ -6,7 +6,10 @@ Behavior:
   control batch from a client is INVALID_RECORD; a batch over max.message.bytes is MESSAGE_TOO_LARGE.
 - Batches are stored as sent: only the base offset and partition leader epoch are patched (and the
   timestamp, for LogAppendTime topics). Records are never decoded here.
-- acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS). One replica, so acks=-1 completes at once.
+- acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS). Data is stored once, so acks=-1 completes at
+  once; but with fewer online replicas in the ISR than the topic's min.insync.replicas it is refused
+  with NOT_ENOUGH_REPLICAS before the append, as Kafka does (the ISR cannot shrink mid-append here,
+  so NOT_ENOUGH_REPLICAS_AFTER_APPEND never arises).
   acks=0 sends no response; as in Kafka, a failed acks=0 request closes the connection so the
   client notices.
 - A record without a key on a compacted topic is INVALID_RECORD with KIP-467 `record_errors` (the
@@ -38,7 +41,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from minikafka.broker.handlers._shared.common import leader_endpoints, partition_log, response_of
+from minikafka.broker.handlers._shared.common import (
+    check_min_insync_replicas,
+    leader_endpoints,
+    partition_log,
+    response_of,
+)
 from minikafka.broker.handlers._shared.transactions import client_transaction_version
 from minikafka.broker.wire.context import RequestContext
 from minikafka.broker.wire.errors import PRODUCE_ADD_PARTITION_ERRORS, CloseConnection, error_fields
@@ -133,6 +141,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 meta = services.logs.topic(name)
                 if meta is not None and meta.internal:
                     raise InvalidTopic(f"cannot produce to internal topic {name}")
+                if acks == -1:
+                    check_min_insync_replicas(ctx, log, name, part.index)
                 header = validate_batch(part.records)
                 guard = None
                 if header.is_transactional:

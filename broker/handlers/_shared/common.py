@@ -29,6 +29,23 @@ class NotLeaderOrFollower(KafkaError):
         self.current_leader = {"leader_id": leader, "leader_epoch": leader_epoch if leader != NO_LEADER else -1}
 
 
+class NotEnoughReplicas(KafkaError):
+    error_code = ErrorCode.not_enough_replicas
+
+
+def check_min_insync_replicas(ctx: RequestContext, log: PartitionLog, topic: str, partition: int) -> None:
+    """An acks=all write needs min.insync.replicas in the ISR, checked before the append as Kafka's
+    Partition.appendRecordsToLeader does (with its message). Replicas here hold no copy of their own, so
+    the ISR cannot shrink during an append: NOT_ENOUGH_REPLICAS_AFTER_APPEND never arises."""
+    minimum = log.config.min_insync_replicas
+    if minimum <= 1:
+        return  # the leader itself is always in its ISR
+    isr = ctx.services.cluster.partition(topic, partition).isr
+    if len(isr) < minimum:
+        raise NotEnoughReplicas(f"The size of the current ISR Set({', '.join(map(str, isr))}) is insufficient to "
+                                f"satisfy the min.isr requirement of {minimum} for partition {topic}-{partition}")
+
+
 def partition_log(ctx: RequestContext, topic: str, partition: int) -> PartitionLog:
     """The log of a partition this node leads; UNKNOWN_TOPIC_OR_PARTITION, else NOT_LEADER_OR_FOLLOWER."""
     log = ctx.services.logs.partition(topic, partition)
