@@ -111,27 +111,36 @@ async def _serve(config: BrokerConfig) -> int:
 
     log = structlog.get_logger("minikafka")
     server = BrokerServer(config, owns_process=True)
+    loop = asyncio.get_running_loop()
+    stop_requested = asyncio.Event()
+
+    def on_signal(signum: int) -> None:
+        if stop_requested.is_set():
+            log.warning("second signal: exiting now", signal=signal.Signals(signum).name)
+            os._exit(1)
+        stop_requested.set()
+        log.info("shutting down", signal=signal.Signals(signum).name)
+
+    # Before the start, not after it: the port opens during start(), and a signal from a client that saw it
+    # open (a test harness stopping a broker it just started) must still get a clean shutdown.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
     try:
         await server.start()
+    except ConfigError as exc:  # what only the start finds out, such as a key store it cannot read
+        print(f"minikafka: configuration error: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         log.error("cannot start", error=str(exc))
         return 1
-    loop = asyncio.get_running_loop()
-    stopping = False
-    shutdown_tasks: list[asyncio.Task[None]] = []
-
-    def on_signal(signum: int) -> None:
-        nonlocal stopping
-        if stopping:
-            log.warning("second signal: exiting now", signal=signal.Signals(signum).name)
-            os._exit(1)
-        stopping = True
-        log.info("shutting down", signal=signal.Signals(signum).name)
-        shutdown_tasks.append(loop.create_task(server.shutdown()))
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_signal, signum)
-    await server.wait_stopped()
+    stopped = asyncio.ensure_future(server.wait_stopped())
+    signalled = asyncio.ensure_future(stop_requested.wait())
+    await asyncio.wait((stopped, signalled), return_when=asyncio.FIRST_COMPLETED)
+    if signalled.done():
+        await server.shutdown()
+    else:
+        signalled.cancel()
+    await stopped
     return 0
 
 

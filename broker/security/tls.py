@@ -18,10 +18,15 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import structlog
 from minikafka.broker.config.config import BROKER_CONFIGS, ConfigError
 from minikafka.broker.security.session import ANONYMOUS, SASL_SSL, KafkaPrincipal
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.serialization import KeySerializationEncryption
 
 _log = structlog.get_logger("minikafka.tls")
 
@@ -306,12 +311,21 @@ def _private_file(text: str) -> Iterator[str]:
         os.unlink(path)
 
 
-def _pkcs12(data: bytes, password: _Setting, location: _Setting) -> tuple[object, object, list[object]]:
+def _serialization(location: _Setting) -> ModuleType:
+    """cryptography's serialization module, or a ConfigError naming the key and what to install: without the
+    `tls` extra a PKCS12 store must stop the broker with one line, not an ImportError's traceback."""
     try:
-        from cryptography.hazmat.primitives.serialization import pkcs12
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.serialization import pkcs12  # noqa: F401  (imported for use below)
     except ImportError:
-        raise ConfigError(f"{location.key}: PKCS12 stores are read with the `cryptography` package (pip install "
-                          "cryptography), or convert it to PEM: `openssl pkcs12 -in <file>.p12 -nodes`") from None
+        raise ConfigError(f"{location.key}={location.value}: PKCS12 stores are read with the `cryptography` "
+                          "package, which is not installed (pip install 'minikafka[tls]'), or convert it to PEM: "
+                          "`openssl pkcs12 -in <file>.p12 -nodes`") from None
+    return serialization
+
+
+def _pkcs12(data: bytes, password: _Setting, location: _Setting) -> tuple[object, object, list[object]]:
+    pkcs12 = _serialization(location).pkcs12
     secret = _given(password)
     try:
         key, certificate, extra = pkcs12.load_key_and_certificates(data, secret.encode() if secret else None)
@@ -323,15 +337,14 @@ def _pkcs12(data: bytes, password: _Setting, location: _Setting) -> tuple[object
 
 def _pkcs12_keystore(data: bytes, store_password: _Setting, key_password: _Setting,
                      location: _Setting) -> tuple[str, str]:
-    from cryptography.hazmat.primitives import serialization
-
+    serialization = _serialization(location)
     key, certificate, extra = _pkcs12(data, store_password, location)
     if key is None or certificate is None:
         raise ConfigError(f"{location.key}: the PKCS12 store holds no private key with its certificate")
     secret = _given(key_password)
     # Re-encrypted with ssl.key.password, if any, so the temporary file never holds the key in clear
     # when the user asked for an encrypted one.
-    encryption: serialization.KeySerializationEncryption = (
+    encryption: KeySerializationEncryption = (
         serialization.BestAvailableEncryption(secret.encode()) if secret else serialization.NoEncryption())
     key_pem = key.private_bytes(serialization.Encoding.PEM,  # type: ignore[attr-defined]
                                 serialization.PrivateFormat.PKCS8, encryption).decode()
@@ -342,7 +355,7 @@ def _pkcs12_keystore(data: bytes, store_password: _Setting, key_password: _Setti
 
 
 def _pkcs12_truststore(data: bytes, password: _Setting, location: _Setting) -> str:
-    from cryptography.hazmat.primitives import serialization
+    serialization = _serialization(location)
 
     _key, certificate, extra = _pkcs12(data, password, location)
     certs = [cert for cert in (certificate, *extra) if cert is not None]

@@ -40,3 +40,25 @@ def test_bad_arguments_get_one_line_and_a_non_zero_exit(argv: tuple[str, ...]) -
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert done.stdout == "", done.stdout
+
+
+_WITHOUT_CRYPTOGRAPHY = (
+    "import sys\n"
+    "sys.modules['cryptography'] = None  # as if the tls extra were not installed\n"
+    "from minikafka.broker.__main__ import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+def test_a_pkcs12_key_store_without_the_tls_extra_is_one_line_naming_the_key_and_the_package(tmp_path) -> None:
+    store = tmp_path / "broker.p12"
+    store.write_bytes(b"\x30\x82not really a key store")
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_CRYPTOGRAPHY, "serve", "--port", "0", "--data-dir", str(tmp_path / "data"),
+         "--override", "listeners=SSL://127.0.0.1:0", "--override", "ssl.keystore.type=PKCS12",
+         "--override", f"ssl.keystore.location={store}", "--override", "ssl.keystore.password=secret"],
+        capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done
+    assert "Traceback" not in done.stderr, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "ssl.keystore.location" in line and "cryptography" in line and "minikafka[tls]" in line, line
