@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import functools
 import json
@@ -383,10 +384,13 @@ class FlightRecorder:
         out, self._out = self._out, None
         if out is None:
             return
-        if out is sys.stdout:
-            out.flush()
-        else:
-            out.close()
+        # Closing flushes what the failed write left buffered, which fails the same way on a full disk: that
+        # error must not escape to the observers, which would drop the recorder and its ring with the file.
+        with contextlib.suppress(OSError):
+            if out is sys.stdout:
+                out.flush()
+            else:
+                out.close()
 
 
 def flight_recorder(services: BrokerServices) -> FlightRecorder | None:
