@@ -4,7 +4,8 @@
 # (Kafka's advertised.listeners) to e.g. PLAINTEXT://my-host:9092 when not connecting via localhost.
 # MINIKAFKA_ADMIN_PORT=8080 turns on the HTTP admin listener (faults, state, metrics, the inspector) on
 # the container's loopback; MINIKAFKA_ADMIN_LISTENER_HOST=0.0.0.0 makes it reachable through a published
-# port. It has no authentication yet: whoever reaches it can make the broker fail.
+# port, and then MINIKAFKA_ADMIN_LISTENER_TOKEN (admin.listener.token) is required: whoever reaches the
+# listener can make the broker fail.
 #
 # A thin wrapper over the wheel: the first stage builds it exactly as `make install-check` does in CI
 # (python -m build on the whole source tree; .dockerignore keeps .venv, data, node_modules and .git

@@ -271,7 +271,7 @@ class BrokerServer:
                 AdminListener,  # only a broker serving the admin API pays for importing it
             )
 
-            self.admin = AdminListener(self.services, config.admin_host, config.admin_port)
+            self.admin = AdminListener(self.services, config.admin_host, config.admin_port, config.admin_token)
             await self.admin.start()
         for node_listener in self._listeners:
             self._start_accepting(node_listener)

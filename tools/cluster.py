@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import urllib.error
 import urllib.parse
@@ -19,12 +20,15 @@ from typing import Any
 from minikafka.tools.cli import OneLineArgumentParser
 
 TIMEOUT_S = 30.0
+TOKEN_ENV = "MINIKAFKA_ADMIN_TOKEN"
 
 
-def _call(admin_url: str, method: str, path: str, body: object = None) -> Any:
+def _call(admin_url: str, method: str, path: str, body: object = None, token: str | None = None) -> Any:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(admin_url.rstrip("/") + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(admin_url.rstrip("/") + path, data=data, method=method, headers=headers)
     with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
         return json.loads(response.read())
 
@@ -59,6 +63,8 @@ def main(argv: list[str]) -> int:
     parser = OneLineArgumentParser(prog="minikafka cluster", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--admin-url", required=True, help="the broker's admin listener, http://127.0.0.1:PORT")
+    parser.add_argument("--admin-token", default=os.environ.get(TOKEN_ENV),
+                        help=f"the listener's admin.listener.token, if it has one (default: ${TOKEN_ENV})")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("describe", help="nodes, and every partition's leader, epoch, replicas and ISR")
     for name in ("stop-node", "start-node"):
@@ -74,14 +80,15 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         if args.command == "describe":
-            print(_describe(_call(args.admin_url, "GET", "/cluster")))
+            print(_describe(_call(args.admin_url, "GET", "/cluster", token=args.admin_token)))
         elif args.command in ("stop-node", "start-node"):
             action = args.command.removesuffix("-node")
-            print(_describe(_call(args.admin_url, "POST", f"/cluster/nodes/{args.node}/{action}")))
+            print(_describe(_call(args.admin_url, "POST", f"/cluster/nodes/{args.node}/{action}",
+                                  token=args.admin_token)))
         else:
             topic = urllib.parse.quote(args.topic, safe="")
             state = _call(args.admin_url, "POST", f"/cluster/partitions/{topic}/{args.partition}/leader",
-                          {"node": args.node})
+                          {"node": args.node}, token=args.admin_token)
             print(f"Topic: {state['topic']}\tPartition: {state['partition']}\tLeader: {state['leader']}\t"
                   f"Epoch: {state['leader_epoch']}")
     except urllib.error.HTTPError as exc:

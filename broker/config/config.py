@@ -8,6 +8,7 @@ warned about (Kafka logs them as unused); a bad value is a `ConfigError` naming 
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import os
 import re
@@ -132,7 +133,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
      "and the versions served are cut to that release's, and its defaults apply (docs/kafka-versions.md). "
      "`--kafka-version` sets it."),
     ("admin.listener.host", "string", "127.0.0.1",
-     "minikafka: address the admin listener binds; loopback unless set, as it can make the broker fail."),
+     "minikafka: address the admin listener binds; loopback unless set, as it can make the broker fail. Any "
+     "other address needs admin.listener.token."),
+    ("admin.listener.token", "password", None,
+     "minikafka: a secret every admin request must present (`Authorization: Bearer TOKEN`, or `access_token=TOKEN` "
+     "in the query for the inspector's event stream); required before the admin listener binds a non-loopback "
+     "address, since whoever reaches it controls the broker (faults, clock, node stops)."),
     ("minikafka.trace.file", "string", None,
      "minikafka: write one JSON line per request/response pair here (`-`: standard output). `--trace` sets it."),
     ("minikafka.trace.records", "boolean", "false",
@@ -355,6 +361,7 @@ class BrokerConfig:
     shutdown_timeout_ms: int = 10000
     admin_port: int | None = None  # None: no admin listener
     admin_host: str = "127.0.0.1"
+    admin_token: str | None = None
     kafka_version: str = NEWEST_KAFKA_VERSION  # minikafka.kafka.version, a broker/config/versions.py profile
     clock: str = "system"  # or "manual" (minikafka.clock)
     trace_file: str | None = None  # "-": standard output
@@ -404,6 +411,25 @@ def _at_least(minimum: int, key: str, value: str) -> int:
     if number < minimum:
         raise ConfigError(f"invalid value {value!r} for configuration {key}: value must be at least {minimum}")
     return number
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve to anything
+
+
+def _admin_token(token: str | None, port: str | None, host: str) -> str | None:
+    """The control plane has no other protection: off loopback it needs a token, or the broker does not start."""
+    token = token or None
+    if port not in (None, "") and token is None and not _is_loopback(host):
+        raise ConfigError(f"admin.listener.host={host} needs admin.listener.token: whoever reaches the admin "
+                          "listener controls the broker (faults, clock, node stops), so it binds another address "
+                          "than loopback only with a token")
+    return token
 
 
 def _admin_port(value: str | None) -> int | None:
@@ -552,6 +578,8 @@ def build_config(
         shutdown_timeout_ms=int(get("shutdown.timeout.ms")),
         admin_port=_admin_port(props.get("admin.listener.port")),
         admin_host=get("admin.listener.host"),
+        admin_token=_admin_token(props.get("admin.listener.token"), props.get("admin.listener.port"),
+                                 get("admin.listener.host")),
         kafka_version=kafka_version,
         clock=_clock(get("minikafka.clock")),
         trace_file=props.get("minikafka.trace.file") or None,

@@ -38,8 +38,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
 import urllib.parse
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -73,9 +75,11 @@ MAX_ADVANCE_MS = 366 * 24 * 3600 * 1000
 MAX_CONNECTIONS = 32
 _DISCARD_S = 1.0
 _DISCARD_BYTES = 1024 * 1024
-_REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            408: "Request Timeout", 409: "Conflict", 411: "Length Required", 413: "Content Too Large",
-            431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable"}
+_REASONS = {
+    200: "OK", 201: "Created", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
+    408: "Request Timeout", 409: "Conflict", 411: "Length Required", 413: "Content Too Large",
+    431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable",
+}
 
 
 class HttpError(Exception):
@@ -316,9 +320,11 @@ async def _discard_unread(reader: asyncio.StreamReader, writer: asyncio.StreamWr
 
 
 class AdminListener:
-    def __init__(self, services: BrokerServices, host: str, port: int) -> None:
+    def __init__(self, services: BrokerServices, host: str, port: int, token: str | None = None) -> None:
         self.services = services
         self.host = host
+        # admin.listener.token: every request but the inspector's static page must present it.
+        self._token = token
         self.requested_port = port
         self.port = 0
         self._server: asyncio.Server | None = None
@@ -353,9 +359,10 @@ class AdminListener:
                 try:
                     try:
                         async with asyncio.timeout(REQUEST_TIMEOUT_S):
-                            method, target, body_bytes = await self._read_request(reader)
+                            method, target, headers, body_bytes = await self._read_request(reader)
                     except TimeoutError:
                         raise HttpError(408, f"no complete request within {REQUEST_TIMEOUT_S:g}s") from None
+                    self._authorize(target, headers)
                     if target.partition("?")[0].rstrip("/") == "/trace/stream":
                         await self._stream_trace(method, target, reader, writer)
                         return
@@ -385,7 +392,19 @@ class AdminListener:
             self._connections -= 1
             writer.close()
 
-    async def _read_request(self, reader: asyncio.StreamReader) -> tuple[str, str, bytes]:
+    def _authorize(self, target: str, headers: Mapping[str, str]) -> None:
+        """RFC 6750's two ways: the Authorization header, or access_token in the query (EventSource, which the
+        inspector's live trace uses, cannot send headers). The inspector's page itself holds no data."""
+        if self._token is None or target.partition("?")[0].rstrip("/") in ASSETS:
+            return
+        scheme, _, presented = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            presented = urllib.parse.parse_qs(target.partition("?")[2]).get("access_token", [""])[0]
+        if not hmac.compare_digest(presented.strip().encode(), self._token.encode()):
+            raise HttpError(401, "this admin listener needs its token (admin.listener.token): send "
+                                 "Authorization: Bearer <token>")
+
+    async def _read_request(self, reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes]:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.LimitOverrunError:
@@ -411,7 +430,7 @@ class AdminListener:
         if length > MAX_BODY_BYTES:
             raise HttpError(413, f"body over {MAX_BODY_BYTES} bytes")
         body = await reader.readexactly(length) if length else b""
-        return method, target, body
+        return method, target, headers, body
 
     async def _respond(self, method: str, target: str, body: bytes) -> tuple[int, Any]:
         path, _, query_text = target.partition("?")

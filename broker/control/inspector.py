@@ -346,9 +346,13 @@ INSPECTOR_JS = r"""
     node.classList.toggle("error", Boolean(bad));
   }
 
+  // A listener with admin.listener.token: open the page as /inspector#access_token=TOKEN.
+  const ACCESS_TOKEN = new URLSearchParams(location.hash.slice(1)).get("access_token");
+  const authorization = () => (ACCESS_TOKEN ? { Authorization: "Bearer " + ACCESS_TOKEN } : {});
+
   async function refreshState() {
     try {
-      const response = await fetch("/state", { cache: "no-store" });
+      const response = await fetch("/state", { cache: "no-store", headers: authorization() });
       if (!response.ok) throw new Error("HTTP " + response.status);
       const state = await response.json();
       const transactions = state.transactions || [];
@@ -376,6 +380,7 @@ INSPECTOR_JS = r"""
     const query = new URLSearchParams();
     for (const [key, value] of Object.entries(trace.filters)) if (value) query.set(key, value);
     for (const [key, value] of Object.entries(extra || {})) query.set(key, value);
+    if (ACCESS_TOKEN) query.set("access_token", ACCESS_TOKEN);  // EventSource cannot send headers
     const text = query.toString();
     return text ? "?" + text : "";
   }
