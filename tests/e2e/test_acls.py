@@ -22,7 +22,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tests.conftest import BrokerProcess, unique_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.names import unique_topic
 
 DEADLINE_S = 30.0
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret" '

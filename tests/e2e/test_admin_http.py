@@ -23,9 +23,8 @@ import pytest
 from minikafka.broker.control.admin_http import MAX_BODY_BYTES, MAX_HEAD_BYTES
 from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess
-
-from .helpers import consume, create_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import consume, create_topic
 
 pytestmark = pytest.mark.e2e
 

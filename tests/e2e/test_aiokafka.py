@@ -15,7 +15,8 @@ from aiokafka.errors import (
     TopicAlreadyExistsError,
 )
 
-from tests.conftest import BrokerProcess, unique_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.names import unique_topic
 
 DEADLINE = 20.0
 

@@ -19,9 +19,9 @@ from confluent_kafka import Producer
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaPythonTopicPartition
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import consume, create_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import consume, create_topic
+from tests.support.names import unique_topic
 
 DEADLINE_S = 60.0
 PARTITIONS = 2

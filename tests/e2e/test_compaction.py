@@ -18,8 +18,8 @@ from minikafka.coordinator.transaction.log import decode_value
 from minikafka.protocol.records import Record, build_batch
 from minikafka.testing import Broker
 
-from tests.e2e.helpers import create_topic, transactional_producer
 from tests.e2e.test_raw_protocol import Wire, _produce
+from tests.support.clients import create_topic, transactional_producer
 
 # The cleaner job's first run waits log.initial.task.delay.ms like every periodic job; then it runs
 # every log.cleaner.backoff.ms. One advance past both starts a cleaning.

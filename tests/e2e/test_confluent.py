@@ -26,9 +26,10 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
-
-from .helpers import consume, create_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import consume, create_topic
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 
 def producer(bootstrap: str, **extra: object) -> Producer:

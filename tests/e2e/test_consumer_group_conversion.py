@@ -24,9 +24,10 @@ from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.errors import ErrorCode
 from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, poll_until
 from tests.e2e.test_consumer_protocol import _join_request, _wire_heartbeat
 from tests.e2e.test_raw_protocol import Wire
+from tests.support.broker_process import BrokerProcess
+from tests.support.waiting import poll_until
 
 PARTITIONS = 3
 FIRST, SECOND = range(0, 30), range(30, 60)

@@ -33,9 +33,9 @@ from minikafka.protocol.errors import ErrorCode
 from minikafka.testing import Broker
 from minikafka.tools.dump_log import main as dump_log
 
-from tests.conftest import BrokerProcess
 from tests.e2e.test_consumer_protocol import _join_request, _wire_heartbeat
 from tests.e2e.test_raw_protocol import Wire
+from tests.support.broker_process import BrokerProcess
 
 PARTITIONS = 4
 BATCH = 40

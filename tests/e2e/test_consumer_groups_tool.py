@@ -13,9 +13,10 @@ from dataclasses import dataclass
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
-
-from .helpers import create_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import create_topic
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 TOOL_TIMEOUT_S = 60
 PER_PARTITION = 5

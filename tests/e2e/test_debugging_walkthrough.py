@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from tests.conftest import poll_until, unique_topic
+from tests.support.clients import create_topic
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
-from .helpers import create_topic
 from .test_trace import TracedBroker
 
 pytestmark = pytest.mark.e2e

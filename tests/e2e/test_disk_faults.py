@@ -30,9 +30,9 @@ from kio.schema.offset_commit.v8.request import (
 from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.errors import ErrorCode
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import consume, create_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import consume, create_topic
+from tests.support.names import unique_topic
 
 DISK_BYTES = 2 * 1024 * 1024
 # Larger than the slack a tmpfs page can leave at the end of the segment file, so the write

@@ -34,10 +34,12 @@ from kio.static.primitive import i32Timedelta
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import consume, create_topic, transactional_producer
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 from . import test_disk_faults
-from .helpers import consume, create_topic, transactional_producer
 from .test_disk_faults import commit_offset, fill, raw_round_trip
 
 tiny_disk = test_disk_faults.tiny_disk  # the fixture: a 2 MiB tmpfs mounted for the test

@@ -13,9 +13,9 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from minikafka.coordinator.hashing import partition_for
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import create_topic, transactional_producer
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import create_topic, transactional_producer
+from tests.support.names import unique_topic
 
 GROUP = "dump-group"
 TRANSACTIONAL_ID = "dump-tid"

@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa:
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 from aiokafka.structs import OffsetAndMetadata  # noqa: E402
 
-from tests.conftest import unique_topic  # noqa: E402
+from tests.support.names import unique_topic  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 

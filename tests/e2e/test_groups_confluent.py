@@ -14,7 +14,8 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from tests.conftest import poll_until, unique_topic  # noqa: E402
+from tests.support.names import unique_topic  # noqa: E402
+from tests.support.waiting import poll_until  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 

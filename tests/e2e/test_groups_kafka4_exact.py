@@ -31,7 +31,8 @@ from kafka import TopicPartition as KafkaPythonTopicPartition  # noqa: E402
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor  # noqa: E402
 from kafka.errors import GroupSubscribedToTopicError, NoError  # noqa: E402
 
-from tests.conftest import poll_until, unique_topic  # noqa: E402
+from tests.support.names import unique_topic  # noqa: E402
+from tests.support.waiting import poll_until  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,7 +16,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic  # noqa: E402
 from kafka.structs import OffsetAndMetadata  # noqa: E402
 
-from tests.conftest import poll_until, unique_topic  # noqa: E402
+from tests.support.names import unique_topic  # noqa: E402
+from tests.support.waiting import poll_until  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BrokerProcess, unique_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.names import unique_topic
 
 JS_DIR = Path(__file__).parent / "js"
 NODE = shutil.which("node")

@@ -12,10 +12,12 @@ from confluent_kafka import Producer
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
 from minikafka.protocol.codec import decode_response, encode_request
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import consume, create_topic
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 from .fault_proxy import FaultProxy
-from .helpers import consume, create_topic
 from .test_raw_protocol import Wire
 
 MESSAGES = 100_000

@@ -14,7 +14,8 @@ from kafka.errors import (
     UnknownTopicOrPartitionError,
 )
 
-from tests.conftest import BrokerProcess, unique_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.names import unique_topic
 
 
 def read(bootstrap: str, topic: str, count: int, offset: int = 0, deadline: float = 20.0) -> list:

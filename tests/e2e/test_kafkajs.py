@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import consume, create_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import consume, create_topic
+from tests.support.names import unique_topic
 
 JS_DIR = Path(__file__).parent / "js"
 NODE = shutil.which("node")

@@ -9,9 +9,9 @@ import subprocess
 import pytest
 from confluent_kafka import Producer
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import consume, create_topic, transactional_producer
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import consume, create_topic, transactional_producer
+from tests.support.names import unique_topic
 
 KCAT = shutil.which("kcat")
 pytestmark = [pytest.mark.kcat, pytest.mark.skipif(KCAT is None, reason="kcat is not installed")]

@@ -20,9 +20,11 @@ from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from minikafka.protocol.codec import decode_response, encode_request
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import create_topic
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
-from .helpers import create_topic
 from .test_raw_protocol import Wire
 
 INT32_MAX = 2**31 - 1

@@ -25,9 +25,10 @@ from kio.schema.metadata.v12.request import MetadataRequestTopic as TopicV12
 from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.errors import ErrorCode
 
-from tests.conftest import BrokerProcess, unique_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import create_topic
+from tests.support.names import unique_topic
 
-from .helpers import create_topic
 from .test_raw_protocol import Wire
 
 TOPIC_RESOURCE = 2

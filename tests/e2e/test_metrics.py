@@ -17,9 +17,9 @@ from confluent_kafka import Producer
 from minikafka.testing import Broker
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import unique_topic
+from tests.support.clients import create_topic, transactional_producer
+from tests.support.names import unique_topic
 
-from .helpers import create_topic, transactional_producer
 from .test_raw_protocol import Wire
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]

@@ -9,9 +9,10 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
-
-from .helpers import create_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import create_topic
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 DEADLINE_S = 20.0
 OFFSET_INVALID = -1001

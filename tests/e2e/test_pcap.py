@@ -39,10 +39,11 @@ from minikafka.protocol.api_keys import api_name
 from minikafka.protocol.codec import decode_request, encode_request, encode_response
 from minikafka.storage.clock import ManualClock
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
 from tests.pcap_reader import flows, read_pcap
-
-from .helpers import create_topic, transactional_producer
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import create_topic, transactional_producer
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.e2e
 

@@ -27,9 +27,10 @@ from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import Record, build_batch
 from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, unique_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import create_topic
+from tests.support.names import unique_topic
 
-from .helpers import create_topic
 from .test_raw_protocol import Wire
 from .test_topic_ids import _call, _fetch_request, _topic_id, _values
 

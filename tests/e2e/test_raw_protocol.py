@@ -13,9 +13,9 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersions
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from minikafka.protocol.codec import decode_response, encode_request
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import create_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import create_topic
+from tests.support.names import unique_topic
 
 
 class Listening(Protocol):

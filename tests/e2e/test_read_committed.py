@@ -19,9 +19,10 @@ from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableT
 from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.records import BatchHeader, Record, build_batch
 
-from tests.conftest import BrokerProcess, unique_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import consume, create_topic
+from tests.support.names import unique_topic
 
-from .helpers import consume, create_topic
 from .test_raw_protocol import Wire
 
 

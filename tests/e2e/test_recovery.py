@@ -10,9 +10,10 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
-
-from .helpers import Received, consume, create_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import Received, consume, create_topic
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 TOTAL = 200_000
 KILL_AFTER_ACKS = 5_000

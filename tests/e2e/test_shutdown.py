@@ -8,9 +8,9 @@ import json
 
 from confluent_kafka import Producer
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import consume, create_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import consume, create_topic
+from tests.support.names import unique_topic
 
 
 def test_sigterm_after_writes_leaves_a_clean_stop_behind(broker: BrokerProcess) -> None:

@@ -16,9 +16,10 @@ from minikafka.storage.clock import SystemClock
 from minikafka.storage.config import LogConfig
 from minikafka.storage.manager import LogManager
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
-
-from .helpers import create_topic, transactional_producer
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import create_topic, transactional_producer
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 OFFSETS_PARTITIONS = 50
 OLD_GROUPS = 20_000  # one offset record each, in batches of 10 over every partition

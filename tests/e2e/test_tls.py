@@ -24,9 +24,10 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from minikafka.testing.certs import ClientCertificate, TestCertificates, generate_certificates
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
-
-from .helpers import consume, create_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import consume, create_topic
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 ALICE_SUBJECT = "CN=alice,OU=eng,O=acme"
 JS_DIR = Path(__file__).parent / "js"

@@ -36,9 +36,11 @@ from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import decode_batch, iter_batches
 from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import create_topic, transactional_producer
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
-from .helpers import create_topic, transactional_producer
 from .test_raw_protocol import Listening, Wire
 
 DEADLINE_S = 20.0

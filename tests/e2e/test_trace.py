@@ -21,9 +21,11 @@ import pytest
 from confluent_kafka import Producer
 from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, open_descriptor_targets, poll_until, unique_topic
-
-from .helpers import consume, create_topic, transactional_producer
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import consume, create_topic, transactional_producer
+from tests.support.descriptors import open_descriptor_targets
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.e2e
 

@@ -25,9 +25,12 @@ from kafka.structs import OffsetAndMetadata
 from minikafka.coordinator.hashing import partition_for
 from minikafka.coordinator.transaction.log import decode_key, encode_key
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import consume, create_topic, transactional_producer
+from tests.support.names import unique_topic
+from tests.support.transactions import assert_state_sequence, states_of
+from tests.support.waiting import poll_until
 
-from .helpers import assert_state_sequence, consume, create_topic, states_of, transactional_producer
 from .test_kafkajs import JS_DIR, NODE, run_js
 
 

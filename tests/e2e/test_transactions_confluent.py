@@ -9,16 +9,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from minikafka.coordinator.hashing import partition_for
 from minikafka.coordinator.transaction.log import decode_key, formatter_json
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
-
-from .helpers import (
-    assert_state_sequence,
-    consume,
-    create_topic,
-    states_of,
-    transactional_producer,
-    txn_log_lines,
-)
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import consume, create_topic, transactional_producer
+from tests.support.names import unique_topic
+from tests.support.transactions import assert_state_sequence, states_of, txn_log_lines
+from tests.support.waiting import poll_until
 
 
 def txn_producer(broker: BrokerProcess, transactional_id: str, **extra: object) -> Producer:

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from confluent_kafka import Producer
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import consume, create_topic, transactional_producer
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import consume, create_topic, transactional_producer
+from tests.support.names import unique_topic
 
 TOOL_TIMEOUT_S = 60
 LIST_HEADER = ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]

@@ -31,9 +31,12 @@ from kio.schema.txn_offset_commit.v5.request import (
 from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.records import Record, build_batch
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import consume, create_topic, transactional_producer
+from tests.support.names import unique_topic
+from tests.support.transactions import txn_log_lines
+from tests.support.waiting import poll_until
 
-from .helpers import consume, create_topic, transactional_producer, txn_log_lines
 from .test_raw_protocol import Wire
 
 NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TXN_STATE, OPERATION_NOT_ATTEMPTED = 0, 3, 48, 55

@@ -19,9 +19,9 @@ from kio.schema.types import GroupId
 from minikafka.broker.handlers import all_handler_modules
 from minikafka.protocol.codec import decode_response, encode_request
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import create_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import create_topic
+from tests.support.names import unique_topic
 
 VERSION_KEY = "minikafka.kafka.version"
 # profile -> the release kafka-python's recordings name it by

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from tests.conftest import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 from .harness import (
     BROKER_OVERRIDES,

@@ -20,7 +20,9 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 from .copy_job import start_copy_query
 from .helpers import Record, create_topics, produce, read_topic

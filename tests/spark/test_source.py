@@ -19,7 +19,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from tests.conftest import BrokerProcess, unique_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.names import unique_topic
 
 from .helpers import Record, create_topics, produce, read_topic
 

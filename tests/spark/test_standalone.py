@@ -18,10 +18,11 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from tests.conftest import BrokerProcess, unique_topic
+from tests.support.broker_process import BrokerProcess
+from tests.support.names import unique_topic
 
-from .conftest import require_java
 from .helpers import create_topics, produce, read_topic
+from .session import require_java
 
 pytestmark = pytest.mark.spark
 
