@@ -35,3 +35,9 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
 @pytest.fixture
 def broker(broker_factory) -> BrokerProcess:
     return broker_factory()
+
+
+@pytest.fixture
+def group_broker(broker_factory) -> BrokerProcess:
+    """A broker that accepts the short sessions group tests use to see members leave quickly."""
+    return broker_factory(**{"group.min.session.timeout.ms": "1000"})

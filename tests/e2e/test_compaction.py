@@ -20,6 +20,7 @@ from minikafka.testing import Broker
 
 from tests.e2e.test_raw_protocol import Wire, _produce
 from tests.support.clients import create_topic, transactional_producer
+from tests.support.produce import produce
 
 # The cleaner job's first run waits log.initial.task.delay.ms like every periodic job; then it runs
 # every log.cleaner.backoff.ms. One advance past both starts a cleaning.
@@ -73,13 +74,9 @@ def wait_for(condition: Callable[[], list[Row] | None], what: str, timeout: floa
 
 def produce_keyed(bootstrap: str, topic: str, items: list[tuple[bytes, bytes | None]],
                   compression: str = "none") -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 50,
-                         "compression.type": compression})
-    failures: list[KafkaError] = []
-    for key, value in items:
-        producer.produce(topic, key=key, value=value,
-                         on_delivery=lambda err, _msg: failures.append(err) if err else None)
-    assert producer.flush(15) == 0
+    """In batches of up to 50 records, so the cleaner meets batches it must split."""
+    failures = produce(bootstrap, topic, [value for _key, value in items], keys=[key for key, _value in items],
+                       **{"linger.ms": 5, "batch.num.messages": 50, "compression.type": compression})
     assert not failures
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import confluent_kafka
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
 from kio.schema.offset_commit.v9.request import (
@@ -36,6 +36,7 @@ from minikafka.tools.dump_log import main as dump_log
 from tests.e2e.test_consumer_protocol import _join_request, _wire_heartbeat
 from tests.e2e.test_raw_protocol import Wire
 from tests.support.broker_process import BrokerProcess
+from tests.support.produce import produce_numbers
 
 PARTITIONS = 4
 BATCH = 40
@@ -111,13 +112,6 @@ class Tracked:
         return frozenset(tp.partition for tp in self.consumer.assignment())
 
 
-def _produce(broker: BrokerProcess, topic: str, values: range) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
-    for value in values:
-        producer.produce(topic, str(value).encode(), partition=value % PARTITIONS)
-    assert producer.flush(30) == 0
-
-
 def _poll_until(consumers: list[Tracked], done: Any, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not done():
@@ -146,7 +140,7 @@ def test_consumers_keep_their_assignment_across_a_broker_restart(broker_factory:
         # (a loaded CI run let the first member read records before the second one joined).
         _poll_until(consumers, lambda: all(len(c.assigned()) == PARTITIONS // 2 for c in consumers)
                     and _describe(broker, group) is not None)
-        _produce(broker, topic, range(BATCH))
+        produce_numbers(broker.bootstrap, topic, range(BATCH), PARTITIONS, timeout=30)
         _poll_until(consumers, lambda: _total(consumers) == BATCH)
         before = _wait_described(broker, group, 2)
         owners_before = [c.assigned() for c in consumers]
@@ -156,7 +150,7 @@ def test_consumers_keep_their_assignment_across_a_broker_restart(broker_factory:
         broker.restart(hard=hard)
         # Straight after the load: the same group, members, epochs and partitions (nothing rejoined).
         assert _wait_described(broker, group, 2) == before
-        _produce(broker, topic, range(BATCH, 2 * BATCH))
+        produce_numbers(broker.bootstrap, topic, range(BATCH, 2 * BATCH), PARTITIONS, timeout=30)
         _poll_until(consumers, lambda: _total(consumers) == 2 * BATCH)
         # A few heartbeats later, still nothing moved: no epoch bump, no callback, same owners.
         heartbeats_done = time.monotonic() + 3 * HEARTBEAT_MS / 1000

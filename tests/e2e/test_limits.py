@@ -23,6 +23,7 @@ from minikafka.protocol.codec import decode_response, encode_request
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import create_topic
 from tests.support.names import unique_topic
+from tests.support.produce import ONE_PER_BATCH, produce
 from tests.support.waiting import poll_until
 
 from .test_raw_protocol import Wire
@@ -58,13 +59,6 @@ def _fetch(topic: str, *, max_bytes: int, partition_max_bytes: int, max_wait_ms:
                             FetchTopic(topic=topic, partitions=(FetchPartition(
                                 partition=0, fetch_offset=0, partition_max_bytes=partition_max_bytes,
                                 log_start_offset=-1),)),), forgotten_topics_data=(), rack_id="")
-
-
-def _produce_values(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 1})
-    for value in values:
-        producer.produce(topic, value=value)
-    assert producer.flush(15) == 0
 
 
 # --------------------------------------------------------------------------------------- connections
@@ -174,7 +168,7 @@ def test_client_that_never_reads_does_not_stall_others(broker: BrokerProcess) ->
     its responses, once it reads, come complete and in order."""
     topic = unique_topic("hog")
     create_topic(broker.bootstrap, topic)
-    _produce_values(broker.bootstrap, topic, [os.urandom(100_000) for _ in range(10)])
+    produce(broker.bootstrap, topic, [os.urandom(100_000) for _ in range(10)], **ONE_PER_BATCH)
     hog = Wire(broker)
     count = 40
     fetch = _fetch(topic, max_bytes=1 << 20, partition_max_bytes=1 << 20)
@@ -278,7 +272,7 @@ def test_fetch_max_bytes_is_capped_and_negative_sizes_are_invalid(broker_factory
     broker: BrokerProcess = broker_factory(**{"fetch.max.bytes": "3000"})
     topic = unique_topic("cap")
     create_topic(broker.bootstrap, topic)
-    _produce_values(broker.bootstrap, topic, [os.urandom(1000) for _ in range(8)])
+    produce(broker.bootstrap, topic, [os.urandom(1000) for _ in range(8)], **ONE_PER_BATCH)
     wire = Wire(broker)
     wire.send(encode_request(1, _fetch(topic, max_bytes=INT32_MAX, partition_max_bytes=INT32_MAX)))
     partition = decode_response(wire.receive(), 1, 12)[1].responses[0].partitions[0]

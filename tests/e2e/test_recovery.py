@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import Received, consume, create_topic
 from tests.support.names import unique_topic
+from tests.support.produce import produce
 from tests.support.waiting import poll_until
 
 TOTAL = 200_000
@@ -81,18 +82,10 @@ def watermarks(broker: BrokerProcess, topic: str, partition: int = 0) -> tuple[i
 
 
 def produce_values(broker: BrokerProcess, topic: str, values: list[bytes], *, one_per_batch: bool = False,
-                   timestamps: list[int] | None = None, **config: object) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False, "acks": "all",
-                         **config})
-    errors: list[object] = []
-    for index, value in enumerate(values):
-        extra = {"timestamp": timestamps[index]} if timestamps else {}
-        producer.produce(topic, value=value, on_delivery=lambda err, msg: errors.append(err) if err else None,
-                         **extra)
-        if one_per_batch:
-            assert producer.flush(20) == 0
-        producer.poll(0)
-    assert producer.flush(20) == 0
+                   timestamps: list[int] | None = None) -> None:
+    """Acknowledged by every replica (acks=all), no idempotence: what the broker wrote is all there is."""
+    errors = produce(broker.bootstrap, topic, values, timestamps=timestamps, flush_each=one_per_batch, timeout=20,
+                     **{"enable.idempotence": False, "acks": "all"})
     assert not errors, errors
 
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
 from kio.schema.api_versions.v4.request import ApiVersionsRequest as ApiVersionsV4
@@ -39,6 +39,7 @@ from minikafka.testing import Broker
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import create_topic, transactional_producer
 from tests.support.names import unique_topic
+from tests.support.produce import SEND_AT_ONCE, numbered, produce
 from tests.support.waiting import poll_until
 
 from .test_raw_protocol import Listening, Wire
@@ -56,13 +57,6 @@ def _call(broker: Listening, request: Any, api_key: int) -> Any:
         return body
     finally:
         wire.close()
-
-
-def _produce(bootstrap: str, topic: str, *values: bytes) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    for value in values:
-        producer.produce(topic, value=value)
-    assert producer.flush(DEADLINE_S) == 0
 
 
 def _topic_id(broker: Listening, topic: str) -> uuid.UUID:
@@ -154,7 +148,7 @@ def test_profile_before_kip_778_reports_no_features(broker_factory) -> None:
 def test_fetch_by_topic_id(broker: BrokerProcess, version: int) -> None:
     topic = unique_topic(f"fetch-v{version}")
     create_topic(broker.bootstrap, topic, 2)
-    _produce(broker.bootstrap, topic, b"one", b"two")
+    produce(broker.bootstrap, topic, [b"one", b"two"], timeout=DEADLINE_S, **SEND_AT_ONCE)
     topic_id = _topic_id(broker, topic)
     body = _call(broker, _fetch_request(version, topic_id, (0, 1)), 1)
     assert body.error_code == ErrorCode.none
@@ -188,12 +182,12 @@ def test_fetch_of_a_missing_partition_of_a_known_id(broker: BrokerProcess) -> No
 def test_recreated_topic_gets_a_new_id_and_the_old_id_reads_nothing(broker: BrokerProcess) -> None:
     topic = unique_topic("recreated")
     create_topic(broker.bootstrap, topic)
-    _produce(broker.bootstrap, topic, b"old-1", b"old-2")
+    produce(broker.bootstrap, topic, [b"old-1", b"old-2"], timeout=DEADLINE_S, **SEND_AT_ONCE)
     old_id = _topic_id(broker, topic)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.delete_topics([topic], operation_timeout=10)[topic].result(DEADLINE_S)
     create_topic(broker.bootstrap, topic)
-    _produce(broker.bootstrap, topic, b"new-1")
+    produce(broker.bootstrap, topic, [b"new-1"], timeout=DEADLINE_S, **SEND_AT_ONCE)
     new_id = _topic_id(broker, topic)
     assert new_id != old_id
     stale = _call(broker, _fetch_request(16, old_id), 1)
@@ -226,7 +220,7 @@ def test_topic_deleted_during_a_long_poll_answers_unknown_topic_id(broker: Broke
     admin.delete_topics([topic], operation_timeout=10)[topic].result(DEADLINE_S)
     create_topic(broker.bootstrap, topic)
     # An append to the re-created topic wakes the poll, which finds the old id gone.
-    _produce(broker.bootstrap, topic, b"new")
+    produce(broker.bootstrap, topic, [b"new"], timeout=DEADLINE_S, **SEND_AT_ONCE)
     started = time.monotonic()
     _corr, body = decode_response(wire.receive(), 1, 16)
     wire.close()
@@ -293,7 +287,7 @@ def test_describe_all_topics(broker: BrokerProcess) -> None:
 def test_list_offsets_v9_and_v10(broker: BrokerProcess) -> None:
     topic = unique_topic("lo10")
     create_topic(broker.bootstrap, topic)
-    _produce(broker.bootstrap, topic, b"a", b"b", b"c")
+    produce(broker.bootstrap, topic, [b"a", b"b", b"c"], timeout=DEADLINE_S, **SEND_AT_ONCE)
     latest_tiered, latest, earliest = -5, -1, -2
     v10 = _call(broker, ListOffsetsRequest(replica_id=-1, isolation_level=0, timeout=timedelta(seconds=5), topics=(
         ListOffsetsTopic(name=TopicName(topic), partitions=(
@@ -367,7 +361,7 @@ def test_confluent_uses_fetch_by_id_and_metadata_v13() -> None:
     with Broker() as broker:
         topic = unique_topic("confluent-ids")
         create_topic(broker.bootstrap_servers, topic, 2)
-        _produce(broker.bootstrap_servers, topic, *(f"v{i}".encode() for i in range(20)))
+        produce(broker.bootstrap_servers, topic, numbered(20), timeout=DEADLINE_S, **SEND_AT_ONCE)
         group = unique_topic("confluent-ids-group")
         consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
                              "auto.offset.reset": "earliest", "enable.auto.commit": False,
@@ -436,7 +430,7 @@ def test_topic_fault_rule_matches_a_fetch_by_id() -> None:
         faulted, spared = unique_topic("fault-hit"), unique_topic("fault-spared")
         for topic in (faulted, spared):
             create_topic(broker.bootstrap_servers, topic)
-            _produce(broker.bootstrap_servers, topic, topic.encode())
+            produce(broker.bootstrap_servers, topic, [topic.encode()], timeout=DEADLINE_S, **SEND_AT_ONCE)
         broker.add_fault("Fetch", "NOT_LEADER_OR_FOLLOWER", topic=faulted, count=1)
         ids = {topic: _topic_id(broker, topic) for topic in (faulted, spared)}
         module = __import__("kio.schema.fetch.v16.request", fromlist=["FetchRequest"])
@@ -455,7 +449,7 @@ def test_topic_fault_rule_fires_for_confluent_fetches() -> None:
     with Broker() as broker:
         topic = unique_topic("fault-confluent")
         create_topic(broker.bootstrap_servers, topic)
-        _produce(broker.bootstrap_servers, topic, b"after-the-fault")
+        produce(broker.bootstrap_servers, topic, [b"after-the-fault"], timeout=DEADLINE_S, **SEND_AT_ONCE)
         broker.add_fault("Fetch", "NOT_LEADER_OR_FOLLOWER", topic=topic, count=2)
         consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "fault-ids",
                              "enable.auto.commit": False, "fetch.wait.max.ms": 100})

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.support.names import unique_topic
+
 
 @dataclass(frozen=True)
 class Received:
@@ -53,3 +55,10 @@ def transactional_producer(bootstrap: str, transactional_id: str, **extra: objec
                          **extra})
     producer.init_transactions(15)
     return producer
+
+
+def new_topic(bootstrap: str, partitions: int = 1, prefix: str = "t") -> str:
+    """A topic named so no other test (or xdist worker) uses it, created; returns its name."""
+    name = unique_topic(prefix)
+    create_topic(bootstrap, name, partitions)
+    return name
