@@ -1,4 +1,4 @@
-"""Shared fixtures: a real minikafka broker process on a free 127.0.0.1 port."""
+"""Shared fixtures: real minikafka broker processes on free 127.0.0.1 ports, started with minikafka.testing."""
 
 from __future__ import annotations
 
@@ -6,21 +6,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from minikafka.testing import Broker
 
-from tests.support.broker_process import BrokerProcess
+from tests.support.brokers import process_broker
 
 
 @pytest.fixture
-def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
+def broker_factory(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
     """Start brokers with chosen overrides: `broker_factory(**{"num.partitions": "3"})`."""
-    started: list[BrokerProcess] = []
+    started: list[Broker] = []
 
-    def make(**overrides: str) -> BrokerProcess:
+    def make(**overrides: str) -> Broker:
         index = len(started)
-        data_dir = tmp_path / f"data{index}"
-        log_dir = tmp_path / f"logs{index}"
-        log_dir.mkdir()
-        broker = BrokerProcess(data_dir, log_dir, overrides)
+        broker = process_broker(tmp_path / f"data{index}", tmp_path / f"logs{index}", overrides)
         started.append(broker)
         return broker.start()
 
@@ -29,15 +27,17 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
         try:
             broker.stop()
         except Exception:
-            broker.kill9()
+            broker.kill()
+        finally:
+            broker.close()
 
 
 @pytest.fixture
-def broker(broker_factory) -> BrokerProcess:
+def broker(broker_factory) -> Broker:
     return broker_factory()
 
 
 @pytest.fixture
-def group_broker(broker_factory) -> BrokerProcess:
+def group_broker(broker_factory) -> Broker:
     """A broker that accepts the short sessions group tests use to see members leave quickly."""
     return broker_factory(**{"group.min.session.timeout.ms": "1000"})

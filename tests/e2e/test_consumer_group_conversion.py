@@ -26,7 +26,6 @@ from minikafka.testing import Broker
 
 from tests.e2e.test_consumer_protocol import _join_request, _wire_heartbeat
 from tests.e2e.test_raw_protocol import Wire
-from tests.support.broker_process import BrokerProcess
 from tests.support.produce import produce_numbers
 from tests.support.waiting import poll_until
 
@@ -215,7 +214,7 @@ def test_a_consumer_member_upgrades_a_consuming_classic_group_and_leaving_downgr
             consumer.close()
 
 
-def _member_types(broker: BrokerProcess, group: str) -> dict[str, tuple[int, int]] | None:
+def _member_types(broker: Broker, group: str) -> dict[str, tuple[int, int]] | None:
     """{member id: (member type, member epoch)} by ConsumerGroupDescribe v1 (type 0 classic, 1 consumer
     protocol), or None while the coordinator is loading or the group is not a consumer group."""
     wire = Wire(broker)
@@ -233,12 +232,12 @@ def _member_types(broker: BrokerProcess, group: str) -> dict[str, tuple[int, int
 
 @pytest.mark.parametrize("hard", [False, True], ids=["sigterm", "kill-9"])
 def test_a_mixed_group_goes_on_after_a_broker_restart(broker_factory: Any, hard: bool) -> None:
-    broker: BrokerProcess = broker_factory(**{"group.consumer.heartbeat.interval.ms": "300",
+    broker: Broker = broker_factory(**{"group.consumer.heartbeat.interval.ms": "300",
                                               "offsets.topic.num.partitions": "3"})
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(topic, MIGRATION_PARTITIONS, 1)])[topic].result(15)
-    common = {"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+    common = {"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "auto.offset.reset": "earliest",
               "enable.auto.commit": False}
     ledger = Ledger()
     consumers = {
@@ -248,7 +247,7 @@ def test_a_mixed_group_goes_on_after_a_broker_restart(broker_factory: Any, hard:
     }
     try:
         consumers["classic"].subscribe([topic])
-        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
         for value in range(0, 120):
             producer.produce(topic, str(value).encode(), partition=value % MIGRATION_PARTITIONS)
         assert producer.flush(15) == 0
@@ -270,7 +269,7 @@ def test_a_mixed_group_goes_on_after_a_broker_restart(broker_factory: Any, hard:
         assert producer.flush(30) == 0
         _poll_until(consumers, ledger, lambda: len(ledger.committed) == 240 and _exclusive_cover(consumers))
         assert not ledger.twice() and ledger.delivered == set(range(240))
-        assert _committed_offsets_at(broker.bootstrap, group, topic) == _ends(range(240))
+        assert _committed_offsets_at(broker.bootstrap_servers, group, topic) == _ends(range(240))
     finally:
         for consumer in consumers.values():
             consumer.close()

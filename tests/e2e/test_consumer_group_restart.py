@@ -35,7 +35,6 @@ from minikafka.tools.dump_log import main as dump_log
 
 from tests.e2e.test_consumer_protocol import _join_request, _wire_heartbeat
 from tests.e2e.test_raw_protocol import Wire
-from tests.support.broker_process import BrokerProcess
 from tests.support.produce import produce_numbers
 
 PARTITIONS = 4
@@ -54,7 +53,7 @@ def _new_enough_librdkafka() -> None:
         pytest.fail(f"librdkafka {confluent_kafka.libversion()[0]} has no group.protocol=consumer")
 
 
-def _describe(broker: BrokerProcess, group: str) -> Described | None:
+def _describe(broker: Broker, group: str) -> Described | None:
     """(group epoch, {member id: (member epoch, partitions)}) by ConsumerGroupDescribe, or None while
     the coordinator is loading or the group is not Stable."""
     wire = Wire(broker)
@@ -74,7 +73,7 @@ def _describe(broker: BrokerProcess, group: str) -> Described | None:
     return described.group_epoch, members
 
 
-def _wait_described(broker: BrokerProcess, group: str, members: int, timeout: float = 30.0) -> Described:
+def _wait_described(broker: Broker, group: str, members: int, timeout: float = 30.0) -> Described:
     deadline = time.monotonic() + timeout
     while True:
         described = _describe(broker, group)
@@ -87,11 +86,11 @@ def _wait_described(broker: BrokerProcess, group: str, members: int, timeout: fl
 class Tracked:
     """A consumer and everything it was given: records by partition, and its rebalance callbacks."""
 
-    def __init__(self, broker: BrokerProcess, group: str, topic: str) -> None:
+    def __init__(self, broker: Broker, group: str, topic: str) -> None:
         self.events: list[str] = []
         self.records: dict[int, list[int]] = {}
         self.consumer = Consumer({
-            "bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
+            "bootstrap.servers": broker.bootstrap_servers, "group.id": group, "group.protocol": "consumer",
             "auto.offset.reset": "earliest", "enable.auto.commit": False,
         })
         self.consumer.subscribe([topic], on_assign=self._on("assign"), on_revoke=self._on("revoke"),
@@ -126,12 +125,12 @@ def _total(consumers: list[Tracked]) -> int:
 
 @pytest.mark.parametrize("hard", [False, True], ids=["sigterm", "kill-9"])
 def test_consumers_keep_their_assignment_across_a_broker_restart(broker_factory: Any, hard: bool) -> None:
-    broker: BrokerProcess = broker_factory(**{
+    broker: Broker = broker_factory(**{
         "group.consumer.heartbeat.interval.ms": str(HEARTBEAT_MS),
         "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
     })
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(15)
     consumers = [Tracked(broker, group, topic), Tracked(broker, group, topic)]
     try:
@@ -140,7 +139,7 @@ def test_consumers_keep_their_assignment_across_a_broker_restart(broker_factory:
         # (a loaded CI run let the first member read records before the second one joined).
         _poll_until(consumers, lambda: all(len(c.assigned()) == PARTITIONS // 2 for c in consumers)
                     and _describe(broker, group) is not None)
-        produce_numbers(broker.bootstrap, topic, range(BATCH), PARTITIONS, timeout=30)
+        produce_numbers(broker.bootstrap_servers, topic, range(BATCH), PARTITIONS, timeout=30)
         _poll_until(consumers, lambda: _total(consumers) == BATCH)
         before = _wait_described(broker, group, 2)
         owners_before = [c.assigned() for c in consumers]
@@ -150,7 +149,7 @@ def test_consumers_keep_their_assignment_across_a_broker_restart(broker_factory:
         broker.restart(hard=hard)
         # Straight after the load: the same group, members, epochs and partitions (nothing rejoined).
         assert _wait_described(broker, group, 2) == before
-        produce_numbers(broker.bootstrap, topic, range(BATCH, 2 * BATCH), PARTITIONS, timeout=30)
+        produce_numbers(broker.bootstrap_servers, topic, range(BATCH, 2 * BATCH), PARTITIONS, timeout=30)
         _poll_until(consumers, lambda: _total(consumers) == 2 * BATCH)
         # A few heartbeats later, still nothing moved: no epoch bump, no callback, same owners.
         heartbeats_done = time.monotonic() + 3 * HEARTBEAT_MS / 1000
@@ -170,12 +169,12 @@ def test_consumers_keep_their_assignment_across_a_broker_restart(broker_factory:
 
 
 def test_dump_log_decodes_the_consumer_group_records(broker_factory: Any) -> None:
-    broker: BrokerProcess = broker_factory(**{
+    broker: Broker = broker_factory(**{
         "group.consumer.heartbeat.interval.ms": str(HEARTBEAT_MS),
         "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
     })
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(15)
     consumer = Tracked(broker, group, topic)
     try:

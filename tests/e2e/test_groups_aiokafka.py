@@ -60,7 +60,7 @@ def partitions(c: AIOKafkaConsumer) -> set[int]:
 
 
 async def test_split_rebalance_and_leave(group_broker) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = await create_topic(bootstrap)
     group = unique_topic("g")
     consumers = [await consumer(bootstrap, group, topic), await consumer(bootstrap, group, topic)]
@@ -76,7 +76,7 @@ async def test_split_rebalance_and_leave(group_broker) -> None:
 
 
 async def test_committed_offsets_survive_restart(group_broker) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = await create_topic(bootstrap, partitions=1)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
     await producer.start()
@@ -106,7 +106,7 @@ async def test_committed_offsets_survive_restart(group_broker) -> None:
 
 
 async def test_static_member_rejoins_without_rebalance(group_broker) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = await create_topic(bootstrap)
     group = unique_topic("g")
     a = await consumer(bootstrap, group, topic, group_instance_id="static-a", session_timeout_ms=30000)
@@ -126,7 +126,7 @@ async def test_static_member_rejoins_without_rebalance(group_broker) -> None:
 
 
 async def test_admin_describe_and_list(group_broker) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = await create_topic(bootstrap)
     group = unique_topic("g")
     c = await consumer(bootstrap, group, topic)
@@ -163,7 +163,7 @@ CHILD = textwrap.dedent("""
 
 
 async def test_killed_consumer_is_removed_after_session_timeout(group_broker) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = await create_topic(bootstrap)
     group = unique_topic("g")
     child = subprocess.Popen([sys.executable, "-c", CHILD, bootstrap, group, topic])

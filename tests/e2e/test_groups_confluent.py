@@ -81,7 +81,7 @@ def members() -> Iterator[list[Member]]:
 
 
 def test_split_rebalance_and_leave(group_broker, members) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = new_topic(bootstrap, 4, "grp")
     group = unique_topic("g")
     members += [Member(bootstrap, group, topic), Member(bootstrap, group, topic)]
@@ -94,7 +94,7 @@ def test_split_rebalance_and_leave(group_broker, members) -> None:
 
 
 def test_committed_offsets_survive_restart(group_broker, members) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = new_topic(bootstrap, 1, "grp")
     produce(bootstrap, topic, numbered(10), keys=numbered(10, "k"), partition=0,
             **{"enable.idempotence": False, **SEND_AT_ONCE})
@@ -116,7 +116,7 @@ def test_committed_offsets_survive_restart(group_broker, members) -> None:
 
 
 def test_cooperative_sticky(group_broker, members) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = new_topic(bootstrap, 4, "grp")
     group = unique_topic("g")
     strategy = {"partition.assignment.strategy": "cooperative-sticky"}
@@ -132,7 +132,7 @@ def test_cooperative_sticky(group_broker, members) -> None:
 
 
 def test_static_member_rejoins_without_rebalance(group_broker, members) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = new_topic(bootstrap, 4, "grp")
     group = unique_topic("g")
     a = Member(bootstrap, group, topic, **{"group.instance.id": "static-a", "session.timeout.ms": 30000})
@@ -152,7 +152,7 @@ def test_static_member_rejoins_without_rebalance(group_broker, members) -> None:
 
 
 def test_admin_describe_list_delete(group_broker, members) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = new_topic(bootstrap, 4, "grp")
     group = unique_topic("g")
     member = Member(bootstrap, group, topic)
@@ -188,7 +188,7 @@ CHILD = textwrap.dedent("""
 
 
 def test_killed_consumer_is_removed_after_session_timeout(group_broker, members) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = new_topic(bootstrap, 4, "grp")
     group = unique_topic("g")
     child = subprocess.Popen([sys.executable, "-c", CHILD, bootstrap, group, topic], stdout=subprocess.PIPE)

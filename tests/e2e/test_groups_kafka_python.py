@@ -102,7 +102,7 @@ def settle(consumers: list, predicate, timeout: float = 30.0, message: str = "as
 
 
 def test_split_rebalance_and_leave(group_broker, consumers) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = create_topic(bootstrap)
     group = unique_topic("g")
     consumers += [Polled(consumer(bootstrap, group, topic)), Polled(consumer(bootstrap, group, topic))]
@@ -114,7 +114,7 @@ def test_split_rebalance_and_leave(group_broker, consumers) -> None:
 
 
 def test_committed_offsets_survive_restart(group_broker, consumers) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = create_topic(bootstrap, partitions=1)
     producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
     for i in range(10):
@@ -144,7 +144,7 @@ def test_committed_offsets_survive_restart(group_broker, consumers) -> None:
 
 
 def test_static_member_rejoins_without_rebalance(group_broker, consumers) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = create_topic(bootstrap)
     group = unique_topic("g")
     a = Polled(consumer(bootstrap, group, topic, group_instance_id="static-a", session_timeout_ms=30000))
@@ -168,7 +168,7 @@ def test_static_member_rejoins_without_rebalance(group_broker, consumers) -> Non
 
 
 def test_admin_describe_list_delete(group_broker, consumers) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = create_topic(bootstrap)
     group = unique_topic("g")
     c = consumer(bootstrap, group, topic)
@@ -203,7 +203,7 @@ CHILD = textwrap.dedent("""
 
 
 def test_killed_consumer_is_removed_after_session_timeout(group_broker, consumers) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = create_topic(bootstrap)
     group = unique_topic("g")
     child = subprocess.Popen([sys.executable, "-c", CHILD, bootstrap, group, topic])

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from minikafka.testing import Broker
 from minikafka.testing.certs import ClientCertificate, TestCertificates, generate_certificates
 
-from tests.support.broker_process import BrokerProcess
 from tests.support.clients import consume, create_topic
 from tests.support.names import unique_topic
 from tests.support.produce import SEND_AT_ONCE, numbered, produce
@@ -48,17 +48,17 @@ def alice(certs: TestCertificates) -> ClientCertificate:
 
 @dataclass
 class TlsBroker:
-    process: BrokerProcess
+    process: Broker
     certs: TestCertificates
 
     @property
     def plaintext_bootstrap(self) -> str:
-        return self.process.bootstrap
+        return self.process.bootstrap_servers
 
     @property
     def ssl_bootstrap(self) -> str:
         """The SSL listener's address, from the broker's "broker ready" log line."""
-        for line in self.process.log_path.read_text(errors="replace").splitlines():
+        for line in self.process.run_log().splitlines():
             if '"broker ready"' in line:
                 for listener in json.loads(line)["listeners"]:
                     name, _, address = listener.partition("://")
@@ -79,7 +79,7 @@ class TlsBroker:
 
 
 @pytest.fixture
-def tls_broker(broker_factory: Callable[..., BrokerProcess],
+def tls_broker(broker_factory: Callable[..., Broker],
                certs: TestCertificates) -> Callable[..., TlsBroker]:
     """A broker with a PLAINTEXT listener (the --port one) and an SSL listener on a free port."""
     def start(client_auth: str = "none", *, encrypted_key: bool = False, **overrides: str) -> TlsBroker:
@@ -167,14 +167,14 @@ def test_confluent_without_certificate_when_required_fails_and_broker_stays_up(
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=5)
     poll_until(lambda: "TLS handshake failed" in broker.process.logs(), message="the failed handshake logged")
-    assert broker.process.process is not None and broker.process.process.poll() is None
+    assert broker.process.alive
     # Others are unaffected: a client with a certificate, and the PLAINTEXT listener.
     topic = unique_topic("tlsafter")
     produce_over_tls(broker.confluent(alice), topic, 3)
     create_topic(broker.plaintext_bootstrap, unique_topic("plainafter"))
 
 
-def test_describe_configs_hides_passwords(broker_factory: Callable[..., BrokerProcess], certs: TestCertificates,
+def test_describe_configs_hides_passwords(broker_factory: Callable[..., Broker], certs: TestCertificates,
                                           alice: ClientCertificate) -> None:
     """Plain (not listener-prefixed) keys, an encrypted key: DescribeConfigs shows the settings, and the
     password as sensitive with a null value, as Kafka does."""
@@ -368,6 +368,6 @@ def test_tls_client_on_the_plaintext_port_fails_cleanly(tls_broker: Callable[...
                          "ssl.ca.location": str(broker.certs.ca_cert)})
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=3)
-    assert broker.process.process is not None and broker.process.process.poll() is None
+    assert broker.process.alive
     produce_over_tls(broker.confluent(), unique_topic("tlsafterssl"), 1)
     create_topic(broker.plaintext_bootstrap, unique_topic("plainafterssl"))

@@ -1,4 +1,9 @@
-"""A broker subprocess with its own data dir; restartable, killable with -9."""
+"""A broker subprocess with its own data dir; restartable, killable with -9, for the soak and fuzz harnesses.
+
+Tests start their brokers with minikafka.testing.Broker (tests/support/brokers.py). The harnesses keep this
+driver for what the kit does not do: kill a broker while it is still starting (soak), start it under an
+address-space limit or from another source tree through PYTHONPATH (fuzz).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,12 @@ READY_DEADLINE_S = 20.0
 
 
 class BrokerProcess:
-    """A broker subprocess with its own data dir; restartable, killable with -9."""
+    """A broker subprocess with its own data dir; restartable, killable with -9, for the soak and fuzz harnesses.
+
+Tests start their brokers with minikafka.testing.Broker (tests/support/brokers.py). The harnesses keep this
+driver for what the kit does not do: kill a broker while it is still starting (soak), start it under an
+address-space limit or from another source tree through PYTHONPATH (fuzz).
+"""
 
     ready_deadline_s = READY_DEADLINE_S
     extra_args: tuple[str, ...] = ()  # more `serve` flags, e.g. ("--trace", path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import tempfile
 import uuid
@@ -15,7 +16,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 from minikafka.broker.config.config import ConfigError
-from minikafka.testing import Broker, Mode
+from minikafka.testing import Broker, BrokerError, Mode
 
 from tests.support.produce import SEND_AT_ONCE, produce
 
@@ -137,6 +138,37 @@ def test_kill_then_start_recovers_acknowledged_data(broker: Broker) -> None:
     assert broker.port == port
     assert UNCLEAN_RECOVERY_LINE in broker.logs()
     assert _consume(broker.bootstrap_servers, topic, len(values)) == values
+
+
+def test_hard_restart_recovers_and_the_run_log_holds_the_latest_start_only(broker: Broker) -> None:
+    topic = _topic()
+    assert produce(broker.bootstrap_servers, topic, [b"before"], timeout=30, **IDEMPOTENT) == []
+    broker.restart(hard=True)
+    assert UNCLEAN_RECOVERY_LINE in broker.run_log()
+    broker.restart()
+    assert UNCLEAN_RECOVERY_LINE not in broker.run_log() and UNCLEAN_RECOVERY_LINE in broker.logs()
+    assert "broker ready" in broker.run_log()
+    assert _consume(broker.bootstrap_servers, topic, 1) == [b"before"]
+
+
+def test_pid_alive_and_the_exit_code_of_a_stop(broker: Broker) -> None:
+    assert broker.alive
+    assert (broker.pid == os.getpid()) is (broker.mode == "inprocess")
+    assert broker.stop() == 0
+    assert not broker.alive
+    assert broker.stop() == 0  # not running: nothing to stop
+    with pytest.raises(BrokerError, match="not running"):
+        _ = broker.pid
+
+
+def test_process_mode_without_admin_listener_and_with_serve_args(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    with Broker(mode="process", admin_listener=False, serve_args=("--trace", str(trace))) as broker:
+        assert broker.admin_url is None
+        assert produce(broker.bootstrap_servers, _topic(), [b"v"], timeout=30, **IDEMPOTENT) == []
+    assert "Produce" in {json.loads(line)["api"] for line in trace.read_text().splitlines()}
+    with pytest.raises(ValueError, match="mode='process'"):
+        Broker(serve_args=("--trace", str(trace)))
 
 
 def test_clean_stop_writes_the_clean_shutdown_marker(broker: Broker) -> None:
