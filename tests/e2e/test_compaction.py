@@ -18,9 +18,9 @@ from minikafka.coordinator.transaction.log import decode_value
 from minikafka.protocol.records import Record, build_batch
 from minikafka.testing import Broker
 
-from tests.e2e.test_raw_protocol import Wire, _produce
 from tests.support.clients import create_topic, transactional_producer
 from tests.support.produce import produce
+from tests.support.wire import Wire, produce_raw
 
 # The cleaner job's first run waits log.initial.task.delay.ms like every periodic job; then it runs
 # every log.cleaner.backoff.ms. One advance past both starts a cleaning.
@@ -260,7 +260,7 @@ def test_produce_response_carries_kip_467_record_errors(broker: Broker) -> None:
     batch = build_batch([Record(b"k", b"1", (), now), Record(None, b"2", (), now), Record(None, b"3", (), now)])
     wire = Wire(broker)
     try:
-        answer = _produce(wire, 1, topic, batch)
+        answer = produce_raw(wire, 1, topic, batch)
     finally:
         wire.close()
     message = f"Compacted topic cannot accept message without key in topic partition {topic}-0"

@@ -25,9 +25,9 @@ from minikafka.protocol.errors import ErrorCode
 from minikafka.testing import Broker
 
 from tests.e2e.test_consumer_protocol import _join_request, _wire_heartbeat
-from tests.e2e.test_raw_protocol import Wire
 from tests.support.produce import produce_numbers
 from tests.support.waiting import poll_until
+from tests.support.wire import Wire
 
 PARTITIONS = 3
 FIRST, SECOND = range(0, 30), range(30, 60)

@@ -34,8 +34,8 @@ from minikafka.testing import Broker
 from minikafka.tools.dump_log import main as dump_log
 
 from tests.e2e.test_consumer_protocol import _join_request, _wire_heartbeat
-from tests.e2e.test_raw_protocol import Wire
 from tests.support.produce import produce_numbers
+from tests.support.wire import Wire
 
 PARTITIONS = 4
 BATCH = 40

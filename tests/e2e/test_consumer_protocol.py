@@ -38,9 +38,9 @@ from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.errors import ErrorCode
 from minikafka.testing import Broker
 
-from tests.e2e.test_raw_protocol import Wire
 from tests.support.clients import create_topic
 from tests.support.produce import produce_numbers
+from tests.support.wire import Wire
 
 HEARTBEAT_MS = 300
 SESSION_MS = 45_000

@@ -476,7 +476,7 @@ def test_alter_configs_preprocessing_as_kafka(broker_factory) -> None:
     from minikafka.protocol.codec import decode_response, encode_request
     from minikafka.protocol.errors import ErrorCode
 
-    from tests.e2e.test_raw_protocol import Wire
+    from tests.support.wire import Wire
 
     broker = broker_factory()
     twice, keys, good = unique_topic("twice"), unique_topic("keys"), unique_topic("good")

@@ -16,9 +16,9 @@ from minikafka.testing import Broker
 from tests.support.clients import consume, create_topic
 from tests.support.names import unique_topic
 from tests.support.waiting import poll_until
+from tests.support.wire import Wire
 
 from .fault_proxy import FaultProxy
-from .test_raw_protocol import Wire
 
 MESSAGES = 100_000
 PARTITIONS = 3

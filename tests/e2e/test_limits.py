@@ -25,8 +25,7 @@ from tests.support.clients import create_topic
 from tests.support.names import unique_topic
 from tests.support.produce import ONE_PER_BATCH, produce
 from tests.support.waiting import poll_until
-
-from .test_raw_protocol import Wire
+from tests.support.wire import Wire
 
 INT32_MAX = 2**31 - 1
 POLICY_VIOLATION = 44

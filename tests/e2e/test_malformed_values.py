@@ -28,8 +28,7 @@ from minikafka.testing import Broker
 
 from tests.support.clients import create_topic
 from tests.support.names import unique_topic
-
-from .test_raw_protocol import Wire
+from tests.support.wire import Wire
 
 TOPIC_RESOURCE = 2
 SET, DELETE, APPEND = 0, 1, 2

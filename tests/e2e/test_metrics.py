@@ -19,8 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support.clients import create_topic, transactional_producer
 from tests.support.names import unique_topic
 from tests.support.produce import SEND_AT_ONCE, numbered, produce
-
-from .test_raw_protocol import Wire
+from tests.support.wire import Wire
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -29,8 +29,8 @@ from minikafka.testing import Broker
 
 from tests.support.clients import create_topic
 from tests.support.names import unique_topic
+from tests.support.wire import Wire
 
-from .test_raw_protocol import Wire
 from .test_topic_ids import _call, _fetch_request, _topic_id, _values
 
 PRODUCE = 0

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import socket
 import struct
 import uuid
-from typing import Protocol
 
 import pytest
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
@@ -16,42 +14,7 @@ from minikafka.testing import Broker
 
 from tests.support.clients import create_topic
 from tests.support.names import unique_topic
-
-
-class Listening(Protocol):
-    """A broker under test (minikafka.testing.Broker, in either mode)."""
-
-    port: int
-
-
-class Wire:
-    def __init__(self, broker: Listening, timeout: float = 10) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=timeout)
-
-    def send(self, frame: bytes) -> None:
-        self.sock.sendall(frame)
-
-    def receive(self) -> bytes:
-        size = struct.unpack(">i", self._exactly(4))[0]
-        return self._exactly(size)
-
-    def _exactly(self, count: int) -> bytes:
-        data = b""
-        while len(data) < count:
-            chunk = self.sock.recv(count - len(data))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            data += chunk
-        return data
-
-    def is_closed(self) -> bool:
-        try:
-            return self.sock.recv(1) == b""
-        except (ConnectionError, TimeoutError):
-            return True
-
-    def close(self) -> None:
-        self.sock.close()
+from tests.support.wire import Wire, produce_raw
 
 
 def test_api_versions_v0_to_v3(broker: Broker) -> None:
@@ -343,19 +306,6 @@ def test_garbage_body_after_a_valid_header_closes_the_connection(broker: Broker)
     assert wire.is_closed()
 
 
-def _produce(wire: Wire, corr: int, topic: str, records: bytes, *, partition: int = 0, acks: int = -1) -> object:
-    from datetime import timedelta
-
-    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
-
-    request = ProduceRequest(transactional_id=None, acks=acks, timeout=timedelta(seconds=5), topic_data=(
-        TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=partition, records=records),)),))
-    wire.send(encode_request(corr, request))
-    answer_corr, response = decode_response(wire.receive(), 0, 9)
-    assert answer_corr == corr
-    return response.responses[0].partition_responses[0]
-
-
 def test_produce_errors(broker: Broker) -> None:
     from minikafka.protocol.records import Record, build_batch
 
@@ -365,15 +315,15 @@ def test_produce_errors(broker: Broker) -> None:
     corrupt = bytearray(good)
     corrupt[-1] ^= 0xFF  # flips a byte of the record: the CRC no longer matches
     wire = Wire(broker)
-    assert _produce(wire, 1, topic, bytes(corrupt)).error_code == 2  # CORRUPT_MESSAGE
-    assert _produce(wire, 2, topic, good, partition=3).error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
-    accepted = _produce(wire, 3, topic, good)
+    assert produce_raw(wire, 1, topic, bytes(corrupt)).error_code == 2  # CORRUPT_MESSAGE
+    assert produce_raw(wire, 2, topic, good, partition=3).error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    accepted = produce_raw(wire, 3, topic, good)
     assert (accepted.error_code, accepted.base_offset) == (0, 0)  # nothing was stored by the failures
-    second = _produce(wire, 4, topic, build_batch([Record(None, b"a", (), 1), Record(None, b"b", (), 2)]))
+    second = produce_raw(wire, 4, topic, build_batch([Record(None, b"a", (), 1), Record(None, b"b", (), 2)]))
     assert (second.error_code, second.base_offset) == (0, 1)
     wire.close()
     invalid_acks = Wire(broker)
-    assert _produce(invalid_acks, 5, topic, good, acks=2).error_code == 21  # INVALID_REQUIRED_ACKS
+    assert produce_raw(invalid_acks, 5, topic, good, acks=2).error_code == 21  # INVALID_REQUIRED_ACKS
     invalid_acks.close()
 
 
@@ -386,7 +336,7 @@ def test_list_offsets_modes_and_unknown_partition(broker: Broker) -> None:
     base = 1_700_000_000_000
     wire = Wire(broker)
     batch = build_batch([Record(None, str(i).encode(), (), base + ts) for i, ts in enumerate([5, 30, 10, 20])])
-    assert _produce(wire, 1, topic, batch).error_code == 0
+    assert produce_raw(wire, 1, topic, batch).error_code == 0
     wire.close()
 
     def lookup(timestamp: int, partition: int = 0) -> tuple[int, int, int]:

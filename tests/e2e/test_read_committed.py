@@ -22,8 +22,7 @@ from minikafka.testing import Broker
 
 from tests.support.clients import consume, create_topic
 from tests.support.names import unique_topic
-
-from .test_raw_protocol import Wire
+from tests.support.wire import Wire
 
 
 class RawClient:

@@ -40,8 +40,7 @@ from tests.support.clients import create_topic, transactional_producer
 from tests.support.names import unique_topic
 from tests.support.produce import SEND_AT_ONCE, numbered, produce
 from tests.support.waiting import poll_until
-
-from .test_raw_protocol import Listening, Wire
+from tests.support.wire import Listening, Wire
 
 DEADLINE_S = 20.0
 FETCH_VERSIONS = range(13, 19)

@@ -36,8 +36,7 @@ from tests.support.clients import consume, create_topic, transactional_producer
 from tests.support.names import unique_topic
 from tests.support.transactions import txn_log_lines
 from tests.support.waiting import poll_until
-
-from .test_raw_protocol import Wire
+from tests.support.wire import Wire
 
 NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TXN_STATE, OPERATION_NOT_ATTEMPTED = 0, 3, 48, 55
 PRODUCER_FENCED, TRANSACTION_ABORTABLE = 90, 120

@@ -372,7 +372,7 @@ def test_throttle_mutes_the_connection_after_the_response(inprocess_broker: Brok
     from kio.schema.metadata.v12.request import MetadataRequest
     from minikafka.protocol.codec import decode_response, encode_request
 
-    from tests.e2e.test_raw_protocol import Wire
+    from tests.support.wire import Wire
 
     throttle_ms = 400
     inprocess_broker.add_fault("Metadata", throttle_ms=throttle_ms, count=1)
