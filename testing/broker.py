@@ -5,13 +5,16 @@
 
 It listens on 127.0.0.1, on a free port unless one is given, with a fresh temporary data directory unless
 one is given (only a directory it made itself is removed on exit). `restart()` keeps the data and the
-port; `kill()` stops it as a crash would, so the next start goes through crash recovery.
+port (`restart(hard=True)` kills it first); `kill()` stops it as a crash would, so the next start goes through
+crash recovery. `stop()` returns the exit code.
 
 In-process mode runs `BrokerServer` on a thread of its own with a new event loop (uvloop's when installed;
 the global event loop policy is left alone, so the caller's loop, pytest-asyncio's included, is untouched).
 Its structlog lines go to `log_file` (see logroute). Process mode runs `python -m minikafka.broker serve`
-with JSON logs into `log_file` and its admin listener on a free port, and reads both ports from its
-`broker ready` line.
+with JSON logs into `log_file` and its admin listener on a free port (`admin_listener=False`: none, as
+`minikafka serve` runs by default) and any more `serve_args` (`("--trace", path)`), and reads both ports
+from its `broker ready` line. `logs()` holds every start's lines, `run_log()` the latest start's; `pid` and
+`alive` say where it runs and whether it still does.
 
 The control plane (`add_fault`, `faults`, `remove_fault`, `clear_faults`, `state`, `wait_for`,
 `wait_until_lso`, `advance_clock`, `clock`, `metrics`, `trace`) works in both modes: in-process it runs on
@@ -38,7 +41,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import weakref
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
@@ -187,10 +190,18 @@ class _InProcessBroker:
         with contextlib.suppress(RuntimeError):
             loop.run_until_complete(loop.shutdown_asyncgens())
 
-    def stop(self, timeout: float) -> None:
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def pid(self) -> int:
+        return os.getpid()
+
+    def stop(self, timeout: float) -> int:
         """Kafka's controlled shutdown: BrokerServer.shutdown() flushes, checkpoints, marks a clean stop."""
         if not self._thread.is_alive():
-            return
+            return 0
         assert self._server is not None
         future = asyncio.run_coroutine_threadsafe(self._server.shutdown(), self._loop)
         try:
@@ -198,6 +209,7 @@ class _InProcessBroker:
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout + _DRAIN_AFTER_CRASH_S)
+        return 0
 
     def kill(self, timeout: float) -> None:
         if not self._thread.is_alive():
@@ -242,14 +254,16 @@ def _kill_leftover_subprocesses() -> None:
 class _SubprocessBroker:
     """`python -m minikafka.broker serve` with JSON logs appended to the log file."""
 
-    def __init__(self, config: Mapping[str, str], host: str, port: int, data_dir: Path, log_path: Path) -> None:
+    def __init__(self, config: Mapping[str, str], host: str, port: int, data_dir: Path, log_path: Path,
+                 admin_listener: bool = True, serve_args: Sequence[str] = ()) -> None:
         self.args = [sys.executable, "-m", "minikafka.broker", "serve", "--host", host, "--port", str(port),
                      "--data-dir", str(data_dir), "--log-format", "json"]
-        if ADMIN_PORT_KEY not in config:
+        if admin_listener and ADMIN_PORT_KEY not in config:
             # The control plane (faults, state) reaches a subprocess over its admin listener.
             self.args += ["--admin-port", "0"]
         for key, value in config.items():
             self.args += ["--override", f"{key}={value}"]
+        self.args += serve_args
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
         self.admin_port: int | None = None
@@ -284,13 +298,24 @@ class _SubprocessBroker:
                     return int(ready["port"])
         return None
 
-    def stop(self, timeout: float) -> None:
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None  # set by start(), before the Broker counts it as running
+        return self.process.pid
+
+    def stop(self, timeout: float) -> int:
         process = self.process
-        if process is None or process.poll() is not None:
-            return
+        if process is None:
+            return 0
+        if process.poll() is not None:
+            return process.returncode
         process.send_signal(signal.SIGTERM)
         try:
-            wait_for_exit(process, timeout)
+            return wait_for_exit(process, timeout)
         except subprocess.TimeoutExpired:
             self.kill(timeout)
             raise BrokerError(f"broker did not stop within {timeout}s; killed:\n{_log_tail(self.log_path)}") from None
@@ -331,15 +356,21 @@ class Broker:
         log_file: str | os.PathLike[str] | None = None,
         timeout: float = 30.0,
         nodes: int = 1,
+        admin_listener: bool = True,
+        serve_args: Sequence[str] = (),
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if serve_args and mode != "process":
+            raise ValueError("serve_args are command-line arguments of `minikafka serve`: use mode='process'")
         self.mode: Mode = mode
         self.config = {str(key): _property_value(value) for key, value in (config or {}).items()}
         if nodes != 1:
             self.config["minikafka.nodes"] = str(nodes)
         self.timeout = timeout
         self._requested_port = port
+        self._admin_listener = admin_listener
+        self._serve_args = tuple(serve_args)
         self._port = 0
         self._workdir: Path | None = None  # made by us, removed by close()
         self._given_data_dir = Path(data_dir) if data_dir is not None else None
@@ -347,6 +378,7 @@ class Broker:
         self._data_dir: Path | None = None
         self._log_path: Path | None = None
         self._log_sink: TextIO | None = None
+        self._run_log_start = 0  # where the latest start's lines begin in the log file
         self._running: _InProcessBroker | _SubprocessBroker | None = None
         self._config_checked = False
 
@@ -376,11 +408,32 @@ class Broker:
 
     @property
     def running(self) -> bool:
+        """Started and not stopped or killed since (a process that died on its own still counts: see `alive`)."""
         return self._running is not None
+
+    @property
+    def alive(self) -> bool:
+        """Running, and its process (or, in-process, its thread) is still up: False after a crash too."""
+        return self._running is not None and self._running.alive
+
+    @property
+    def pid(self) -> int:
+        """The process the broker runs in: the subprocess's id in process mode, this process's in-process."""
+        if self._running is None:
+            raise BrokerError("the broker is not running")
+        return self._running.pid
 
     def logs(self) -> str:
         """Everything the broker logged so far, over all its starts."""
         return self.log_file.read_text(errors="replace") if self._log_path and self._log_path.exists() else ""
+
+    def run_log(self) -> str:
+        """What the broker logged since its latest start (after a restart, the recovery it went through)."""
+        if self._log_path is None or not self._log_path.exists():
+            return ""
+        with open(self._log_path, "rb") as log:
+            log.seek(self._run_log_start)
+            return log.read().decode(errors="replace")
 
     def log_tail(self, lines: int = 40) -> str:
         return _log_tail(self._log_path, lines) if self._log_path is not None else ""
@@ -648,6 +701,9 @@ class Broker:
         # After the first start the port is fixed, so clients holding the old address reconnect.
         port = self._port or self._requested_port
         runner: _InProcessBroker | _SubprocessBroker
+        if self._log_sink is not None:
+            self._log_sink.flush()
+        self._run_log_start = self._log_path.stat().st_size if self._log_path.exists() else 0
         if self.mode == "inprocess":
             config = self._build_config(port)
             if self._log_sink is None:
@@ -656,7 +712,8 @@ class Broker:
         else:
             if not self._config_checked:
                 self._build_config(port)  # a bad value raises ConfigError here, not as a broker exit code
-            runner = _SubprocessBroker(self.config, HOST, port, self._data_dir, self._log_path)
+            runner = _SubprocessBroker(self.config, HOST, port, self._data_dir, self._log_path,
+                                       self._admin_listener, self._serve_args)
         self._port = runner.start(self.timeout)
         self._running = runner
         return self
@@ -681,11 +738,11 @@ class Broker:
         self._config_checked = True
         return config
 
-    def stop(self) -> None:
-        """Stop cleanly, as SIGTERM stops `minikafka serve`."""
+    def stop(self) -> int:
+        """Stop cleanly, as SIGTERM stops `minikafka serve`; returns its exit code (0 for a clean stop; the
+        code it died with when a subprocess ended on its own; 0 when it was not running)."""
         runner, self._running = self._running, None
-        if runner is not None:
-            runner.stop(self.timeout)
+        return runner.stop(self.timeout) if runner is not None else 0
 
     def kill(self) -> None:
         """Stop as a crash would: SIGKILL for a subprocess; in-process, see _InProcessBroker._crash."""
@@ -693,9 +750,13 @@ class Broker:
         if runner is not None:
             runner.kill(self.timeout)
 
-    def restart(self) -> Broker:
-        """Stop (if running) and start again on the same port with the same data."""
-        self.stop()
+    def restart(self, *, hard: bool = False) -> Broker:
+        """Stop (if running) and start again on the same port with the same data; `hard` kills it instead of
+        stopping it, so the start goes through crash recovery."""
+        if hard:
+            self.kill()
+        else:
+            self.stop()
         return self.start()
 
     def close(self) -> None:

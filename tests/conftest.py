@@ -1,111 +1,24 @@
-"""Shared fixtures: a real minikafka broker process on a free 127.0.0.1 port."""
+"""Shared fixtures: real minikafka broker processes on free 127.0.0.1 ports, started with minikafka.testing."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from minikafka.testing.broker import wait_for_exit
+from minikafka.testing import Broker
 
-READY_DEADLINE_S = 20.0
-
-
-class BrokerProcess:
-    """A broker subprocess with its own data dir; restartable, killable with -9."""
-
-    ready_deadline_s = READY_DEADLINE_S
-    extra_args: tuple[str, ...] = ()  # more `serve` flags, e.g. ("--trace", path)
-
-    def __init__(self, data_dir: Path, log_dir: Path, overrides: dict[str, str] | None = None) -> None:
-        self.data_dir = data_dir
-        self.log_dir = log_dir
-        self.overrides = dict(overrides or {})
-        self.port = 0
-        self.process: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, **overrides: str) -> BrokerProcess:
-        self.overrides.update(overrides)
-        self.starts += 1
-        self.log_path = log_path = self.log_dir / f"broker-{self.starts}.log"
-        # Reuse the port across restarts so clients configured with the old address reconnect.
-        args = [sys.executable, "-m", "minikafka.broker", "serve", "--host", "127.0.0.1",
-                "--port", str(self.port), "--data-dir", str(self.data_dir), "--log-format", "json"]
-        for key, value in self.overrides.items():
-            args += ["--override", f"{key}={value}"]
-        args += self.extra_args
-        with open(log_path, "wb") as log_file:
-            self.process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT, **self._popen_options())
-        self.port = self._wait_ready(log_path)
-        return self
-
-    def _popen_options(self) -> dict[str, Any]:
-        """Extra subprocess.Popen arguments (environment, limits) for subclasses."""
-        return {}
-
-    def _wait_ready(self, log_path: Path) -> int:
-        deadline = time.monotonic() + self.ready_deadline_s
-        while time.monotonic() < deadline:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.process.returncode}:\n{log_path.read_text()}")
-            for line in log_path.read_text(errors="replace").splitlines():
-                if '"broker ready"' in line:
-                    return int(json.loads(line)["port"])
-            time.sleep(0.02)
-        raise TimeoutError(f"broker not ready after {self.ready_deadline_s}s:\n{log_path.read_text()}")
-
-    def stop(self, timeout: float = 15.0) -> int:
-        """Graceful stop with SIGTERM; returns the exit code."""
-        if self.process is None or self.process.poll() is not None:
-            return self.process.returncode if self.process else 0
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return wait_for_exit(self.process, timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(5)
-            raise
-
-    def kill9(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
-            wait_for_exit(self.process, 10)
-
-    def restart(self, *, hard: bool = False, **overrides: str) -> BrokerProcess:
-        if hard:
-            self.kill9()
-        else:
-            self.stop()
-        return self.start(**overrides)
-
-    def logs(self) -> str:
-        return "\n".join(p.read_text(errors="replace") for p in sorted(self.log_dir.glob("broker-*.log")))
+from tests.support.brokers import process_broker
 
 
 @pytest.fixture
-def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
+def broker_factory(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
     """Start brokers with chosen overrides: `broker_factory(**{"num.partitions": "3"})`."""
-    started: list[BrokerProcess] = []
+    started: list[Broker] = []
 
-    def make(**overrides: str) -> BrokerProcess:
+    def make(**overrides: str) -> Broker:
         index = len(started)
-        data_dir = tmp_path / f"data{index}"
-        log_dir = tmp_path / f"logs{index}"
-        log_dir.mkdir()
-        broker = BrokerProcess(data_dir, log_dir, overrides)
+        broker = process_broker(tmp_path / f"data{index}", tmp_path / f"logs{index}", overrides)
         started.append(broker)
         return broker.start()
 
@@ -114,36 +27,17 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
         try:
             broker.stop()
         except Exception:
-            broker.kill9()
+            broker.kill()
+        finally:
+            broker.close()
 
 
 @pytest.fixture
-def broker(broker_factory) -> BrokerProcess:
+def broker(broker_factory) -> Broker:
     return broker_factory()
 
 
-def unique_topic(prefix: str = "t") -> str:
-    return f"{prefix}-{os.getpid()}-{time.monotonic_ns()}"
-
-
-def open_descriptor_targets(pid: int | str = "self") -> list[str]:
-    """Where a process's open descriptors point (a removed file's ends in " (deleted)")."""
-    targets = []
-    for entry in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            targets.append(os.readlink(entry))
-        except OSError:
-            continue  # closed while listed (the listing's own descriptor among them)
-    return targets
-
-
-def poll_until(predicate, timeout: float = 15.0, interval: float = 0.05, message: str = "condition"):
-    """Call `predicate` until it returns a truthy value or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
-        time.sleep(interval)
+@pytest.fixture
+def group_broker(broker_factory) -> Broker:
+    """A broker that accepts the short sessions group tests use to see members leave quickly."""
+    return broker_factory(**{"group.min.session.timeout.ms": "1000"})

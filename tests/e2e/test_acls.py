@@ -21,8 +21,9 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, unique_topic
+from tests.support.names import unique_topic
 
 DEADLINE_S = 30.0
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret" '
@@ -37,13 +38,14 @@ SECURED = {
 }
 
 
-def _config(broker: BrokerProcess, user: str) -> dict[str, Any]:
-    return {"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+def _config(broker: Broker, user: str) -> dict[str, Any]:
+    return {"bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
             "sasl.username": user, "sasl.password": f"{user}-secret"}
 
 
 @pytest.fixture
-def secured(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
+def secured(broker_factory: Callable[..., Broker]) -> Broker:
     return broker_factory(**SECURED)
 
 
@@ -67,7 +69,7 @@ def _produce(config: dict[str, Any], topic: str) -> str | None:
     return outcome[0]
 
 
-def test_a_producer_is_refused_until_an_acl_allows_it(secured: BrokerProcess) -> None:
+def test_a_producer_is_refused_until_an_acl_allows_it(secured: Broker) -> None:
     admin = AdminClient(_config(secured, "admin"))
     topic = unique_topic("orders")
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(DEADLINE_S)
@@ -78,7 +80,7 @@ def test_a_producer_is_refused_until_an_acl_allows_it(secured: BrokerProcess) ->
     assert _produce(_config(secured, "bob"), topic) == "TOPIC_AUTHORIZATION_FAILED", "bob has no ACL"
 
 
-def test_a_consumer_group_is_refused_until_the_group_and_topic_are_allowed(secured: BrokerProcess) -> None:
+def test_a_consumer_group_is_refused_until_the_group_and_topic_are_allowed(secured: Broker) -> None:
     admin = AdminClient(_config(secured, "admin"))
     topic, group = unique_topic("events"), unique_topic("readers")
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(DEADLINE_S)
@@ -109,7 +111,7 @@ def test_a_consumer_group_is_refused_until_the_group_and_topic_are_allowed(secur
     assert first_outcome() == ("OK", b"event-1")
 
 
-def test_metadata_hides_the_topics_a_principal_may_not_describe(secured: BrokerProcess) -> None:
+def test_metadata_hides_the_topics_a_principal_may_not_describe(secured: Broker) -> None:
     admin = AdminClient(_config(secured, "admin"))
     public, secret = unique_topic("public"), unique_topic("secret")
     for name in (public, secret):
@@ -122,7 +124,7 @@ def test_metadata_hides_the_topics_a_principal_may_not_describe(secured: BrokerP
     assert set(admin.list_topics(timeout=DEADLINE_S).topics) >= {public, secret}
 
 
-def test_confluent_admin_creates_describes_and_deletes_acls_and_they_survive_a_restart(secured: BrokerProcess) -> None:
+def test_confluent_admin_creates_describes_and_deletes_acls_and_they_survive_a_restart(secured: Broker) -> None:
     admin = AdminClient(_config(secured, "admin"))
     bindings = [_allow("alice", ResourceType.TOPIC, "orders", AclOperation.READ),
                 _allow("alice", ResourceType.TOPIC, "pay-", AclOperation.WRITE, ResourcePatternType.PREFIXED),
@@ -145,7 +147,7 @@ def test_confluent_admin_creates_describes_and_deletes_acls_and_they_survive_a_r
     assert admin.describe_acls(everything).result(DEADLINE_S) == [bindings[2]]
 
 
-def test_only_the_cluster_alterer_may_create_acls(secured: BrokerProcess) -> None:
+def test_only_the_cluster_alterer_may_create_acls(secured: Broker) -> None:
     alice = AdminClient(_config(secured, "alice"))
     [future] = alice.create_acls([_allow("alice", ResourceType.TOPIC, "x", AclOperation.READ)]).values()
     with pytest.raises(KafkaException, match=r"CLUSTER_AUTHORIZATION_FAILED|[Cc]luster authorization failed"):
@@ -155,14 +157,14 @@ def test_only_the_cluster_alterer_may_create_acls(secured: BrokerProcess) -> Non
     _create(alice, _allow("alice", ResourceType.TOPIC, "x", AclOperation.READ))
 
 
-def test_acl_calls_without_an_authorizer_are_security_disabled(broker: BrokerProcess) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+def test_acl_calls_without_an_authorizer_are_security_disabled(broker: Broker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     [future] = admin.create_acls([_allow("alice", ResourceType.TOPIC, "x", AclOperation.READ)]).values()
     with pytest.raises(KafkaException, match=r"SECURITY_DISABLED|No Authorizer"):
         future.result(DEADLINE_S)
 
 
-def test_kafka_python_admin_manages_acls(secured: BrokerProcess) -> None:
+def test_kafka_python_admin_manages_acls(secured: Broker) -> None:
     from kafka.admin import (
         ACL,
         ACLFilter,
@@ -175,7 +177,7 @@ def test_kafka_python_admin_manages_acls(secured: BrokerProcess) -> None:
     from kafka.admin import ACLResourcePatternType as Pattern
     from kafka.admin import ResourceType as KpResourceType
 
-    admin = KafkaAdminClient(bootstrap_servers=secured.bootstrap, security_protocol="SASL_PLAINTEXT",
+    admin = KafkaAdminClient(bootstrap_servers=secured.bootstrap_servers, security_protocol="SASL_PLAINTEXT",
                              sasl_mechanism="PLAIN", sasl_plain_username="admin", sasl_plain_password="admin-secret")
     try:
         acl = ACL("User:alice", "*", ACLOperation.READ, ACLPermissionType.ALLOW,
@@ -194,7 +196,7 @@ def test_kafka_python_admin_manages_acls(secured: BrokerProcess) -> None:
         admin.close()
 
 
-def test_aiokafka_producer_and_consumer_are_refused_then_allowed(secured: BrokerProcess) -> None:
+def test_aiokafka_producer_and_consumer_are_refused_then_allowed(secured: Broker) -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka import TopicPartition as AioTopicPartition
     from aiokafka.errors import TopicAuthorizationFailedError
@@ -202,7 +204,7 @@ def test_aiokafka_producer_and_consumer_are_refused_then_allowed(secured: Broker
     admin = AdminClient(_config(secured, "admin"))
     topic = unique_topic("aio-acl")
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(DEADLINE_S)
-    config = {"bootstrap_servers": secured.bootstrap, "security_protocol": "SASL_PLAINTEXT",
+    config = {"bootstrap_servers": secured.bootstrap_servers, "security_protocol": "SASL_PLAINTEXT",
               "sasl_mechanism": "PLAIN", "sasl_plain_username": "bob", "sasl_plain_password": "bob-secret"}
 
     async def produce() -> None:
@@ -231,7 +233,7 @@ def test_aiokafka_producer_and_consumer_are_refused_then_allowed(secured: Broker
     assert asyncio.run(consume()) == b"aiokafka"
 
 
-def test_each_refused_group_and_config_resource_gets_its_own_error(secured: BrokerProcess) -> None:
+def test_each_refused_group_and_config_resource_gets_its_own_error(secured: Broker) -> None:
     from confluent_kafka.admin import ConfigResource
 
     admin = AdminClient(_config(secured, "admin"))

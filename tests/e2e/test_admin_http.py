@@ -23,9 +23,7 @@ import pytest
 from minikafka.broker.control.admin_http import MAX_BODY_BYTES, MAX_HEAD_BYTES
 from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess
-
-from .helpers import consume, create_topic
+from tests.support.clients import consume, create_topic
 
 pytestmark = pytest.mark.e2e
 
@@ -180,12 +178,12 @@ def test_hostile_bytes_are_refused_and_the_broker_lives_on(broker: Broker, admin
     create_topic(broker.bootstrap_servers, topic)  # the Kafka listener is untouched
 
 
-def _log_event(broker: BrokerProcess, event: str) -> dict[str, Any]:
+def _log_event(broker: Broker, event: str) -> dict[str, Any]:
     [line] = [json.loads(line) for line in broker.logs().splitlines() if f'"event": "{event}"' in line]
     return line  # type: ignore[no-any-return]
 
 
-def test_off_unless_configured_and_loopback_by_default(broker_factory: Callable[..., BrokerProcess]) -> None:
+def test_off_unless_configured_and_loopback_by_default(broker_factory: Callable[..., Broker]) -> None:
     assert _log_event(broker_factory(), "broker ready")["admin_port"] is None
     with Broker() as in_process:
         assert in_process.admin_url is None

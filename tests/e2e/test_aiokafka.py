@@ -14,8 +14,9 @@ from aiokafka.errors import (
     OffsetOutOfRangeError,
     TopicAlreadyExistsError,
 )
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, unique_topic
+from tests.support.names import unique_topic
 
 DEADLINE = 20.0
 
@@ -46,8 +47,8 @@ async def make_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
         await admin.close()
 
 
-async def test_admin(broker: BrokerProcess) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+async def test_admin(broker: Broker) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
     await admin.start()
     try:
         name = unique_topic("aioadmin")
@@ -66,10 +67,10 @@ async def test_admin(broker: BrokerProcess) -> None:
         await admin.close()
 
 
-async def test_round_trip_with_headers_and_timestamps(broker: BrokerProcess) -> None:
+async def test_round_trip_with_headers_and_timestamps(broker: Broker) -> None:
     topic = unique_topic("aiort")
-    await make_topic(broker.bootstrap, topic)
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+    await make_topic(broker.bootstrap_servers, topic)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all")
     await producer.start()
     try:
         first = await producer.send_and_wait(topic, b"v0", key=b"k0", headers=[("h", b"1")],
@@ -79,45 +80,45 @@ async def test_round_trip_with_headers_and_timestamps(broker: BrokerProcess) -> 
     finally:
         await producer.stop()
     assert first.offset == 0
-    records = await read(broker.bootstrap, topic, 3)
+    records = await read(broker.bootstrap_servers, topic, 3)
     assert [(r.offset, r.key, r.value) for r in records] == [(0, b"k0", b"v0"), (1, b"gone", None), (2, None, b"nokey")]
     assert list(records[0].headers) == [("h", b"1")]
     assert records[0].timestamp == 1_650_000_000_000
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
-async def test_compression(broker: BrokerProcess, codec: str) -> None:
+async def test_compression(broker: Broker, codec: str) -> None:
     topic = unique_topic(f"aio{codec}")
-    await make_topic(broker.bootstrap, topic)
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, compression_type=codec, linger_ms=20)
+    await make_topic(broker.bootstrap_servers, topic)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, compression_type=codec, linger_ms=20)
     await producer.start()
     try:
         futures = [await producer.send(topic, f"{codec}{i}".encode() * 10) for i in range(300)]
         await asyncio.gather(*futures)
     finally:
         await producer.stop()
-    records = await read(broker.bootstrap, topic, 300)
+    records = await read(broker.bootstrap_servers, topic, 300)
     assert [r.value for r in records] == [f"{codec}{i}".encode() * 10 for i in range(300)]
 
 
 @pytest.mark.parametrize("acks", [0, 1, "all"])
-async def test_acks(broker: BrokerProcess, acks: object) -> None:
+async def test_acks(broker: Broker, acks: object) -> None:
     topic = unique_topic("aioacks")
-    await make_topic(broker.bootstrap, topic)
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks=acks)
+    await make_topic(broker.bootstrap_servers, topic)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks=acks)
     await producer.start()
     try:
         for i in range(20):
             await producer.send_and_wait(topic, str(i).encode())
     finally:
         await producer.stop()
-    assert [r.value for r in await read(broker.bootstrap, topic, 20)] == [str(i).encode() for i in range(20)]
+    assert [r.value for r in await read(broker.bootstrap_servers, topic, 20)] == [str(i).encode() for i in range(20)]
 
 
-async def test_offsets_and_seek(broker: BrokerProcess) -> None:
+async def test_offsets_and_seek(broker: Broker) -> None:
     topic = unique_topic("aiooff")
-    await make_topic(broker.bootstrap, topic)
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+    await make_topic(broker.bootstrap_servers, topic)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers)
     await producer.start()
     base = 1_700_000_000_000
     try:
@@ -125,7 +126,7 @@ async def test_offsets_and_seek(broker: BrokerProcess) -> None:
             await producer.send_and_wait(topic, str(i).encode(), timestamp_ms=base + i * 10)
     finally:
         await producer.stop()
-    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None)
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None)
     await consumer.start()
     try:
         tp = TopicPartition(topic, 0)
@@ -137,26 +138,26 @@ async def test_offsets_and_seek(broker: BrokerProcess) -> None:
         assert (await consumer.offsets_for_times({tp: base + 1000}))[tp] is None
     finally:
         await consumer.stop()
-    assert [r.value for r in await read(broker.bootstrap, topic, 3, offset=7)] == [b"7", b"8", b"9"]
+    assert [r.value for r in await read(broker.bootstrap_servers, topic, 3, offset=7)] == [b"7", b"8", b"9"]
 
 
 async def test_large_value(broker_factory) -> None:
     broker = broker_factory(**{"message.max.bytes": "2000000"})
     topic = unique_topic("aiobig")
-    await make_topic(broker.bootstrap, topic)
+    await make_topic(broker.bootstrap_servers, topic)
     big = b"\x01\x02" * 524288
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, max_request_size=3_000_000)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, max_request_size=3_000_000)
     await producer.start()
     try:
         await producer.send_and_wait(topic, big)
     finally:
         await producer.stop()
-    assert (await read(broker.bootstrap, topic, 1))[0].value == big
+    assert (await read(broker.bootstrap_servers, topic, 1))[0].value == big
 
 
-async def test_admin_partitions_records_and_cluster(broker: BrokerProcess) -> None:
+async def test_admin_partitions_records_and_cluster(broker: Broker) -> None:
     topic = unique_topic("aiopart")
-    admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
     await admin.start()
     try:
         await admin.create_topics([NewTopic(topic, 1, 1)])
@@ -170,7 +171,7 @@ async def test_admin_partitions_records_and_cluster(broker: BrokerProcess) -> No
         assert [(b["node_id"], b["host"], b["port"]) for b in cluster["brokers"]] == [(1, "127.0.0.1", broker.port)]
         assert cluster["controller_id"] == 1
 
-        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers)
         await producer.start()
         try:
             for i in range(6):
@@ -185,7 +186,7 @@ async def test_admin_partitions_records_and_cluster(broker: BrokerProcess) -> No
         await admin.close()
     # auto_offset_reset="earliest": with the default "latest", the reset aiokafka starts on assign()
     # races seek_to_beginning() on the client side and may win.
-    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None, auto_offset_reset="earliest")
     await consumer.start()
     try:
         consumer.assign([tp])
@@ -200,12 +201,12 @@ async def test_admin_partitions_records_and_cluster(broker: BrokerProcess) -> No
         await consumer.stop()
 
 
-async def test_seek_to_end_then_wait_for_new_records(broker: BrokerProcess) -> None:
+async def test_seek_to_end_then_wait_for_new_records(broker: Broker) -> None:
     topic = unique_topic("aioend")
-    await make_topic(broker.bootstrap, topic)
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+    await make_topic(broker.bootstrap_servers, topic)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers)
     await producer.start()
-    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, fetch_max_wait_ms=5000)
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None, fetch_max_wait_ms=5000)
     await consumer.start()
     try:
         for i in range(5):
@@ -229,10 +230,10 @@ async def test_seek_to_end_then_wait_for_new_records(broker: BrokerProcess) -> N
         await producer.stop()
 
 
-async def test_too_large_message_is_rejected_by_the_broker(broker: BrokerProcess) -> None:
+async def test_too_large_message_is_rejected_by_the_broker(broker: Broker) -> None:
     topic = unique_topic("aiotoobig")
-    await make_topic(broker.bootstrap, topic)
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, max_request_size=5_000_000)
+    await make_topic(broker.bootstrap_servers, topic)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, max_request_size=5_000_000)
     await producer.start()
     try:
         with pytest.raises(MessageSizeTooLargeError):
@@ -241,13 +242,13 @@ async def test_too_large_message_is_rejected_by_the_broker(broker: BrokerProcess
     finally:
         await producer.stop()
     assert ok.offset == 0, "the rejected batch took no offset"
-    assert [r.value for r in await read(broker.bootstrap, topic, 1)] == [b"fits"]
+    assert [r.value for r in await read(broker.bootstrap_servers, topic, 1)] == [b"fits"]
 
 
-async def test_multi_partition_round_trip_keeps_per_partition_order(broker: BrokerProcess) -> None:
+async def test_multi_partition_round_trip_keeps_per_partition_order(broker: Broker) -> None:
     topic = unique_topic("aiomulti")
-    await make_topic(broker.bootstrap, topic, 3)
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks=1, linger_ms=5)
+    await make_topic(broker.bootstrap_servers, topic, 3)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks=1, linger_ms=5)
     await producer.start()
     try:
         futures = [await producer.send(topic, f"{i}".encode(), key=f"key{i % 7}".encode()) for i in range(300)]
@@ -255,7 +256,7 @@ async def test_multi_partition_round_trip_keeps_per_partition_order(broker: Brok
     finally:
         await producer.stop()
     placement = {i: (m.partition, m.offset) for i, m in enumerate(metadata)}
-    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None, auto_offset_reset="earliest")
     await consumer.start()
     try:
         tps = [TopicPartition(topic, p) for p in range(3)]

@@ -18,10 +18,10 @@ from aiokafka import TopicPartition as AioTopicPartition
 from confluent_kafka import Producer
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaPythonTopicPartition
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import consume, create_topic
+from tests.support.clients import consume, create_topic
+from tests.support.names import unique_topic
 
 DEADLINE_S = 60.0
 PARTITIONS = 2
@@ -34,11 +34,11 @@ KAFKAJS_MISSING = NODE is None or not (JS_DIR / "node_modules" / "kafkajs").exis
 
 
 @pytest.fixture
-def produced(broker: BrokerProcess) -> tuple[str, dict[int, list[bytes]]]:
+def produced(broker: Broker) -> tuple[str, dict[int, list[bytes]]]:
     """A topic with random values produced in big batches; the values of each partition in order."""
     topic = unique_topic("big")
-    create_topic(broker.bootstrap, topic, PARTITIONS)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 200, "batch.size": 1_000_000,
+    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 200, "batch.size": 1_000_000,
                          "compression.type": "none", "message.max.bytes": 2_000_000})
     # Random, in hex: no two alike, and no newline in them for kcat's one value a line.
     values = {partition: [os.urandom(VALUE_BYTES // 2).hex().encode() for _ in range(VALUES_PER_PARTITION)]
@@ -50,19 +50,19 @@ def produced(broker: BrokerProcess) -> tuple[str, dict[int, list[bytes]]]:
     return topic, values
 
 
-def test_confluent_reads_big_batches_back(broker: BrokerProcess, produced: tuple[str, dict[int, list[bytes]]]) -> None:
+def test_confluent_reads_big_batches_back(broker: Broker, produced: tuple[str, dict[int, list[bytes]]]) -> None:
     topic, values = produced
-    received = consume(broker.bootstrap, topic, PARTITIONS * VALUES_PER_PARTITION,
+    received = consume(broker.bootstrap_servers, topic, PARTITIONS * VALUES_PER_PARTITION,
                        partitions=tuple(range(PARTITIONS)), timeout=DEADLINE_S)
     assert {partition: [r.value for r in received if r.partition == partition]
             for partition in range(PARTITIONS)} == values
 
 
-def test_kafka_python_reads_big_batches_back(broker: BrokerProcess,
+def test_kafka_python_reads_big_batches_back(broker: Broker,
                                              produced: tuple[str, dict[int, list[bytes]]]) -> None:
     topic, values = produced
     # A partition fetch size below the data held: each answer ends in part of a batch.
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False,
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None, enable_auto_commit=False,
                              max_partition_fetch_bytes=1_500_000, fetch_max_bytes=3_000_000)
     consumer.assign([KafkaPythonTopicPartition(topic, partition) for partition in range(PARTITIONS)])
     consumer.seek_to_beginning()
@@ -77,10 +77,10 @@ def test_kafka_python_reads_big_batches_back(broker: BrokerProcess,
     assert received == values
 
 
-async def test_aiokafka_reads_big_batches_back(broker: BrokerProcess,
+async def test_aiokafka_reads_big_batches_back(broker: Broker,
                                                produced: tuple[str, dict[int, list[bytes]]]) -> None:
     topic, values = produced
-    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False,
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None, enable_auto_commit=False,
                                 max_partition_fetch_bytes=3_000_000)
     await consumer.start()
     received: dict[int, list[bytes]] = {partition: [] for partition in range(PARTITIONS)}
@@ -99,10 +99,11 @@ async def test_aiokafka_reads_big_batches_back(broker: BrokerProcess,
 
 @pytest.mark.kcat
 @pytest.mark.skipif(KCAT is None and os.environ.get("CI") != "true", reason="kcat is not installed")
-def test_kcat_reads_big_batches_back(broker: BrokerProcess, produced: tuple[str, dict[int, list[bytes]]]) -> None:
+def test_kcat_reads_big_batches_back(broker: Broker, produced: tuple[str, dict[int, list[bytes]]]) -> None:
     topic, values = produced
     for partition in range(PARTITIONS):
-        result = subprocess.run([KCAT or "kcat", "-b", broker.bootstrap, "-C", "-t", topic, "-p", str(partition),
+        result = subprocess.run([KCAT or "kcat", "-b", broker.bootstrap_servers, "-C", "-t", topic, "-p",
+                                 str(partition),
                                  "-o", "beginning", "-e", "-q", "-f", "%s\\n",
                                  "-X", "fetch.message.max.bytes=1000000"],
                                 capture_output=True, timeout=DEADLINE_S, check=True)
@@ -111,9 +112,9 @@ def test_kcat_reads_big_batches_back(broker: BrokerProcess, produced: tuple[str,
 
 @pytest.mark.kafkajs
 @pytest.mark.skipif(KAFKAJS_MISSING and os.environ.get("CI") != "true", reason="kafkajs is not installed (make js)")
-def test_kafkajs_reads_big_batches_back(broker: BrokerProcess, produced: tuple[str, dict[int, list[bytes]]]) -> None:
+def test_kafkajs_reads_big_batches_back(broker: Broker, produced: tuple[str, dict[int, list[bytes]]]) -> None:
     topic, values = produced
-    result = subprocess.run([NODE or "node", str(JS_DIR / "consume_values.js"), broker.bootstrap, topic,
+    result = subprocess.run([NODE or "node", str(JS_DIR / "consume_values.js"), broker.bootstrap_servers, topic,
                              str(PARTITIONS * VALUES_PER_PARTITION), "1500000"],
                             capture_output=True, text=True, timeout=DEADLINE_S, check=False)
     output = json.loads(result.stdout or "{}")

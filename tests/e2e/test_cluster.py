@@ -28,7 +28,8 @@ from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.records import Record, build_batch
 from minikafka.testing import Broker
 
-from tests.conftest import poll_until, unique_topic
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 DEADLINE_S = 30.0
 JS_DIR = Path(__file__).parent / "js"

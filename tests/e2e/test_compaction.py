@@ -18,8 +18,9 @@ from minikafka.coordinator.transaction.log import decode_value
 from minikafka.protocol.records import Record, build_batch
 from minikafka.testing import Broker
 
-from tests.e2e.helpers import create_topic, transactional_producer
-from tests.e2e.test_raw_protocol import Wire, _produce
+from tests.support.clients import create_topic, transactional_producer
+from tests.support.produce import produce
+from tests.support.wire import Wire, produce_raw
 
 # The cleaner job looks for a cleanable log at start and then every log.cleaner.backoff.ms (15 s), as
 # Kafka's cleaner threads do; log.initial.task.delay.ms (30 s) delays only the other periodic jobs. One
@@ -75,13 +76,9 @@ def wait_for(condition: Callable[[], list[Row] | None], what: str, timeout: floa
 
 def produce_keyed(bootstrap: str, topic: str, items: list[tuple[bytes, bytes | None]],
                   compression: str = "none") -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 50,
-                         "compression.type": compression})
-    failures: list[KafkaError] = []
-    for key, value in items:
-        producer.produce(topic, key=key, value=value,
-                         on_delivery=lambda err, _msg: failures.append(err) if err else None)
-    assert producer.flush(15) == 0
+    """In batches of up to 50 records, so the cleaner meets batches it must split."""
+    failures = produce(bootstrap, topic, [value for _key, value in items], keys=[key for key, _value in items],
+                       **{"linger.ms": 5, "batch.num.messages": 50, "compression.type": compression})
     assert not failures
 
 
@@ -284,7 +281,7 @@ def test_produce_response_carries_kip_467_record_errors(broker: Broker) -> None:
     batch = build_batch([Record(b"k", b"1", (), now), Record(None, b"2", (), now), Record(None, b"3", (), now)])
     wire = Wire(broker)
     try:
-        answer = _produce(wire, 1, topic, batch)
+        answer = produce_raw(wire, 1, topic, batch)
     finally:
         wire.close()
     message = f"Compacted topic cannot accept message without key in topic partition {topic}-0"

@@ -25,10 +25,11 @@ from confluent_kafka.admin import (
     NewTopic,
     OffsetSpec,
 )
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
-
-from .helpers import consume, create_topic
+from tests.support.clients import consume, create_topic
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 
 def producer(bootstrap: str, **extra: object) -> Producer:
@@ -65,8 +66,8 @@ def poll_values(consumer: Consumer, count: int, *, timeout: float, message: str)
     return got
 
 
-def test_admin_create_list_delete(broker: BrokerProcess) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+def test_admin_create_list_delete(broker: Broker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     name = unique_topic("admin")
     admin.create_topics([NewTopic(name, 3, 1)])[name].result(10)
     metadata = admin.list_topics(timeout=10)
@@ -87,10 +88,10 @@ def test_admin_create_list_delete(broker: BrokerProcess) -> None:
     assert name not in admin.list_topics(timeout=10).topics
 
 
-def test_describe_and_alter_configs(broker: BrokerProcess) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+def test_describe_and_alter_configs(broker: Broker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     name = unique_topic("cfg")
-    create_topic(broker.bootstrap, name, 1, {"segment.bytes": "1048576"})
+    create_topic(broker.bootstrap_servers, name, 1, {"segment.bytes": "1048576"})
     topic_resource = ConfigResource(ConfigResource.Type.TOPIC, name)
     configs = admin.describe_configs([topic_resource])[topic_resource].result(10)
     assert configs["retention.ms"].value == "604800000"
@@ -108,18 +109,18 @@ def test_describe_and_alter_configs(broker: BrokerProcess) -> None:
     assert broker_configs["log.segment.bytes"].value == "1073741824"
 
 
-def test_round_trip_keys_headers_timestamps_nulls(broker: BrokerProcess) -> None:
+def test_round_trip_keys_headers_timestamps_nulls(broker: Broker) -> None:
     topic = unique_topic("rt")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     messages = [
         {"key": b"k1", "value": b"v1", "headers": [("h1", b"x"), ("h2", b"")], "timestamp": 1_600_000_000_123},
         {"key": None, "value": b"no key"},
         {"key": b"tombstone", "value": None},
         {"key": b"", "value": b""},
     ]
-    offsets = produce_all(producer(broker.bootstrap), topic, messages)
+    offsets = produce_all(producer(broker.bootstrap_servers), topic, messages)
     assert [o for _p, o in offsets] == [0, 1, 2, 3]
-    got = consume(broker.bootstrap, topic, 4)
+    got = consume(broker.bootstrap_servers, topic, 4)
     assert [(r.offset, r.key, r.value) for r in got] == [
         (0, b"k1", b"v1"), (1, None, b"no key"), (2, b"tombstone", None), (3, b"", b"")]
     assert got[0].headers == (("h1", b"x"), ("h2", b""))
@@ -127,49 +128,49 @@ def test_round_trip_keys_headers_timestamps_nulls(broker: BrokerProcess) -> None
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
-def test_compression_codecs(broker: BrokerProcess, codec: str) -> None:
+def test_compression_codecs(broker: Broker, codec: str) -> None:
     topic = unique_topic(codec)
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     values = [f"{codec}-{i}".encode() * 20 for i in range(500)]
-    produce_all(producer(broker.bootstrap, **{"compression.type": codec, "linger.ms": 20}), topic,
+    produce_all(producer(broker.bootstrap_servers, **{"compression.type": codec, "linger.ms": 20}), topic,
                 [{"value": v} for v in values])
-    got = consume(broker.bootstrap, topic, len(values))
+    got = consume(broker.bootstrap_servers, topic, len(values))
     assert [r.value for r in got] == values
     assert [r.offset for r in got] == list(range(len(values)))
 
 
 @pytest.mark.parametrize("acks", ["0", "1", "all"])
-def test_acks(broker: BrokerProcess, acks: str) -> None:
+def test_acks(broker: Broker, acks: str) -> None:
     topic = unique_topic("acks")
-    create_topic(broker.bootstrap, topic)
-    produce_all(producer(broker.bootstrap, acks=acks), topic, [{"value": str(i).encode()} for i in range(50)])
-    assert [r.value for r in consume(broker.bootstrap, topic, 50)] == [str(i).encode() for i in range(50)]
+    create_topic(broker.bootstrap_servers, topic)
+    produce_all(producer(broker.bootstrap_servers, acks=acks), topic, [{"value": str(i).encode()} for i in range(50)])
+    assert [r.value for r in consume(broker.bootstrap_servers, topic, 50)] == [str(i).encode() for i in range(50)]
 
 
 def test_large_value_and_too_large_value(broker_factory) -> None:
     broker = broker_factory(**{"message.max.bytes": "2000000"})
     topic = unique_topic("big")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     big = bytes(range(256)) * 4096  # 1 MiB
-    produce_all(producer(broker.bootstrap, **{"message.max.bytes": 5_000_000}), topic, [{"value": big}])
-    got = consume(broker.bootstrap, topic, 1)
+    produce_all(producer(broker.bootstrap_servers, **{"message.max.bytes": 5_000_000}), topic, [{"value": big}])
+    got = consume(broker.bootstrap_servers, topic, 1)
     assert got[0].value == big
     errors: list[KafkaError] = []
-    p = producer(broker.bootstrap, **{"message.max.bytes": 5_000_000, "compression.type": "none"})
+    p = producer(broker.bootstrap_servers, **{"message.max.bytes": 5_000_000, "compression.type": "none"})
     p.produce(topic, value=b"z" * 3_000_000, on_delivery=lambda err, msg: errors.append(err))
     p.flush(20)
     assert len(errors) == 1 and errors[0] is not None
     assert errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
 
 
-def test_list_offsets_modes(broker: BrokerProcess) -> None:
+def test_list_offsets_modes(broker: Broker) -> None:
     topic = unique_topic("lo")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     base = 1_700_000_000_000
     stamps = [base + 10, base + 30, base + 20, base + 40]
-    produce_all(producer(broker.bootstrap, **{"linger.ms": 0}), topic,
+    produce_all(producer(broker.bootstrap_servers, **{"linger.ms": 0}), topic,
                 [{"value": str(i).encode(), "timestamp": ts} for i, ts in enumerate(stamps)])
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     tp = TopicPartition(topic, 0)
 
     def offset_for(spec: OffsetSpec) -> tuple[int, int]:
@@ -180,7 +181,7 @@ def test_list_offsets_modes(broker: BrokerProcess) -> None:
     assert offset_for(OffsetSpec.latest())[0] == 4
     assert offset_for(OffsetSpec.max_timestamp()) == (3, base + 40)
     assert offset_for(OffsetSpec.for_timestamp(base + 25)) == (1, base + 30)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x"})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "x"})
     found = consumer.offsets_for_times([TopicPartition(topic, 0, base + 15)], timeout=10)
     assert found[0].offset == 1
     beyond = consumer.offsets_for_times([TopicPartition(topic, 0, base + 99)], timeout=10)
@@ -189,49 +190,51 @@ def test_list_offsets_modes(broker: BrokerProcess) -> None:
     consumer.close()
 
 
-def test_seek(broker: BrokerProcess) -> None:
+def test_seek(broker: Broker) -> None:
     topic = unique_topic("seek")
-    create_topic(broker.bootstrap, topic)
-    produce_all(producer(broker.bootstrap), topic, [{"value": str(i).encode()} for i in range(20)])
-    assert [r.value for r in consume(broker.bootstrap, topic, 5, offset=15)] == [b"15", b"16", b"17", b"18", b"19"]
+    create_topic(broker.bootstrap_servers, topic)
+    produce_all(producer(broker.bootstrap_servers), topic, [{"value": str(i).encode()} for i in range(20)])
+    assert [r.value for r in consume(broker.bootstrap_servers, topic, 5, offset=15)] == [
+        b"15", b"16", b"17", b"18", b"19"]
 
 
-def test_restart_keeps_data_and_topic_ids(broker: BrokerProcess) -> None:
+def test_restart_keeps_data_and_topic_ids(broker: Broker) -> None:
     topic = unique_topic("restart")
-    create_topic(broker.bootstrap, topic, 2)
+    create_topic(broker.bootstrap_servers, topic, 2)
 
     def topic_id() -> str:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
         description = admin.describe_topics(TopicCollection([topic]))[topic].result(10)
         assert len(description.partitions) == 2
         return str(description.topic_id)
 
     before = topic_id()
     assert before and before != "AAAAAAAAAAAAAAAAAAAAAA"  # the zero Uuid means "no id"
-    produce_all(producer(broker.bootstrap), topic, [{"value": str(i).encode(), "partition": i % 2} for i in range(10)])
+    produce_all(producer(broker.bootstrap_servers), topic, [{"value": str(i).encode(),
+                                                             "partition": i % 2} for i in range(10)])
     assert broker.restart() is broker
     assert topic_id() == before, "a clean restart keeps the topic id"
-    got = consume(broker.bootstrap, topic, 10, partitions=(0, 1))
+    got = consume(broker.bootstrap_servers, topic, 10, partitions=(0, 1))
     assert sorted((r.partition, r.offset, r.value) for r in got) == sorted(
         (i % 2, i // 2, str(i).encode()) for i in range(10))
-    produce_all(producer(broker.bootstrap), topic, [{"value": b"after", "partition": 0}])
-    assert [(r.offset, r.value) for r in consume(broker.bootstrap, topic, 6)][-1] == (5, b"after")
+    produce_all(producer(broker.bootstrap_servers), topic, [{"value": b"after", "partition": 0}])
+    assert [(r.offset, r.value) for r in consume(broker.bootstrap_servers, topic, 6)][-1] == (5, b"after")
     broker.restart(hard=True)
     assert topic_id() == before, "recovery after kill -9 keeps the topic id"
-    assert [r.value for r in consume(broker.bootstrap, topic, 6)] == [b"0", b"2", b"4", b"6", b"8", b"after"]
+    assert [r.value for r in consume(broker.bootstrap_servers, topic, 6)] == [b"0", b"2", b"4", b"6", b"8", b"after"]
 
 
 def test_segment_roll(broker_factory) -> None:
     broker = broker_factory(**{"log.segment.bytes": "4096"})
     topic = unique_topic("roll")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     values = [f"{i:05d}".encode() * 40 for i in range(1000)]
-    produce_all(producer(broker.bootstrap, **{"linger.ms": 0, "batch.num.messages": 10}), topic,
+    produce_all(producer(broker.bootstrap_servers, **{"linger.ms": 0, "batch.num.messages": 10}), topic,
                 [{"value": v} for v in values])
     segments = sorted((broker.data_dir / f"{topic}-0").glob("*.log"))
     assert len(segments) > 5
     assert segments[0].name == "00000000000000000000.log"
-    got = consume(broker.bootstrap, topic, len(values))
+    got = consume(broker.bootstrap_servers, topic, len(values))
     assert [r.value for r in got] == values
 
 
@@ -239,83 +242,83 @@ def test_retention_deletes_old_segments(broker_factory) -> None:
     broker = broker_factory(**{"log.retention.check.interval.ms": "200", "log.initial.task.delay.ms": "0",
                                 "log.segment.bytes": "2048"})
     topic = unique_topic("ret")
-    create_topic(broker.bootstrap, topic, 1, {"retention.bytes": "4096"})
-    produce_all(producer(broker.bootstrap, **{"linger.ms": 0, "batch.num.messages": 5}), topic,
+    create_topic(broker.bootstrap_servers, topic, 1, {"retention.bytes": "4096"})
+    produce_all(producer(broker.bootstrap_servers, **{"linger.ms": 0, "batch.num.messages": 5}), topic,
                 [{"value": b"r" * 200} for _ in range(200)])
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x"})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "x"})
     low = poll_until(lambda: consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)[0],
                      timeout=20, message="retention to advance the low watermark")
     consumer.close()
     assert 0 < low < 200
     size = sum(p.stat().st_size for p in (broker.data_dir / f"{topic}-0").glob("*.log"))
     assert size < 4096 + 2048 + 1024
-    assert consume(broker.bootstrap, topic, 1, offset=low)[0].offset == low
+    assert consume(broker.bootstrap_servers, topic, 1, offset=low)[0].offset == low
 
 
 def test_retention_by_time(broker_factory) -> None:
     broker = broker_factory(**{"log.retention.check.interval.ms": "200", "log.initial.task.delay.ms": "0",
                                 "log.segment.bytes": "1024"})
     topic = unique_topic("rett")
-    create_topic(broker.bootstrap, topic, 1, {"retention.ms": "60000"})
+    create_topic(broker.bootstrap_servers, topic, 1, {"retention.ms": "60000"})
     old = int(time.time() * 1000) - 3_600_000
-    produce_all(producer(broker.bootstrap, **{"linger.ms": 0}), topic,
+    produce_all(producer(broker.bootstrap_servers, **{"linger.ms": 0}), topic,
                 [{"value": b"o" * 300, "timestamp": old} for _ in range(10)])
-    produce_all(producer(broker.bootstrap, **{"linger.ms": 0}), topic, [{"value": b"new" * 100}])
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x"})
+    produce_all(producer(broker.bootstrap_servers, **{"linger.ms": 0}), topic, [{"value": b"new" * 100}])
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "x"})
     low = poll_until(lambda: consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)[0] >= 10,
                      timeout=20, message="time retention")
     consumer.close()
     assert low
 
 
-def test_delete_records(broker: BrokerProcess) -> None:
+def test_delete_records(broker: Broker) -> None:
     topic = unique_topic("delrec")
-    create_topic(broker.bootstrap, topic)
-    produce_all(producer(broker.bootstrap), topic, [{"value": str(i).encode()} for i in range(10)])
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    create_topic(broker.bootstrap_servers, topic)
+    produce_all(producer(broker.bootstrap_servers), topic, [{"value": str(i).encode()} for i in range(10)])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     tp = TopicPartition(topic, 0, 6)
     result = admin.delete_records([tp])[tp].result(10)
     assert result.low_watermark == 6
-    assert [r.value for r in consume(broker.bootstrap, topic, 4, offset=6)] == [b"6", b"7", b"8", b"9"]
+    assert [r.value for r in consume(broker.bootstrap_servers, topic, 4, offset=6)] == [b"6", b"7", b"8", b"9"]
     tp_earliest = TopicPartition(topic, 0)
     assert admin.list_offsets({tp_earliest: OffsetSpec.earliest()})[tp_earliest].result(10).offset == 6
 
 
-def test_auto_create_on_produce(broker: BrokerProcess) -> None:
+def test_auto_create_on_produce(broker: Broker) -> None:
     topic = unique_topic("auto")
-    produce_all(producer(broker.bootstrap), topic, [{"value": b"hello"}])
-    assert consume(broker.bootstrap, topic, 1)[0].value == b"hello"
+    produce_all(producer(broker.bootstrap_servers), topic, [{"value": b"hello"}])
+    assert consume(broker.bootstrap_servers, topic, 1)[0].value == b"hello"
 
 
 def test_auto_create_disabled(broker_factory) -> None:
     broker = broker_factory(**{"auto.create.topics.enable": "false"})
     topic = unique_topic("noauto")
     errors: list[KafkaError] = []
-    p = producer(broker.bootstrap, **{"message.timeout.ms": 2000})
+    p = producer(broker.bootstrap_servers, **{"message.timeout.ms": 2000})
     p.produce(topic, value=b"x", on_delivery=lambda err, msg: errors.append(err))
     p.flush(10)
     assert errors and errors[0] is not None
     assert errors[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._MSG_TIMED_OUT,
                                 KafkaError._UNKNOWN_TOPIC)
-    assert topic not in AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).topics
+    assert topic not in AdminClient({"bootstrap.servers": broker.bootstrap_servers}).list_topics(timeout=10).topics
 
 
-def test_idempotent_producer_round_trip(broker: BrokerProcess) -> None:
+def test_idempotent_producer_round_trip(broker: Broker) -> None:
     topic = unique_topic("idem")
-    create_topic(broker.bootstrap, topic, 2)
-    p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 2})
+    create_topic(broker.bootstrap_servers, topic, 2)
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True, "linger.ms": 2})
     produce_all(p, topic, [{"value": str(i).encode(), "partition": i % 2} for i in range(2000)])
-    got = consume(broker.bootstrap, topic, 2000, partitions=(0, 1))
+    got = consume(broker.bootstrap_servers, topic, 2000, partitions=(0, 1))
     assert sorted(int(r.value) for r in got) == list(range(2000))
     assert list((broker.data_dir / f"{topic}-0").glob("*.snapshot")) == []  # taken on roll/close only
     broker.restart()
     assert list((broker.data_dir / f"{topic}-0").glob("*.snapshot"))
 
 
-def test_admin_errors(broker: BrokerProcess) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+def test_admin_errors(broker: Broker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     name = unique_topic("adminerr")
-    create_topic(broker.bootstrap, name, 2)
+    create_topic(broker.bootstrap_servers, name, 2)
     with pytest.raises(KafkaException) as shrink:
         admin.create_partitions([NewPartitions(name, 1)])[name].result(10)
     assert shrink.value.args[0].code() == KafkaError.INVALID_PARTITIONS
@@ -340,10 +343,10 @@ def test_admin_errors(broker: BrokerProcess) -> None:
     assert name + "-zero" not in topics and name + "-cfg" not in topics and "x" * 250 not in topics
 
 
-def test_incremental_alter_configs_set_delete_and_errors(broker: BrokerProcess) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+def test_incremental_alter_configs_set_delete_and_errors(broker: Broker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     name = unique_topic("ialter")
-    create_topic(broker.bootstrap, name)
+    create_topic(broker.bootstrap_servers, name)
     resource = ConfigResource(ConfigResource.Type.TOPIC, name)
 
     def alter(*entries: ConfigEntry) -> None:
@@ -374,13 +377,13 @@ def test_incremental_alter_configs_set_delete_and_errors(broker: BrokerProcess) 
     # the change survives a restart
     alter(ConfigEntry("retention.ms", "7777777", incremental_operation=AlterConfigOpType.SET))
     broker.restart()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     assert admin.describe_configs([resource])[resource].result(10)["retention.ms"].value == "7777777"
 
 
 def test_broker_config_sources_and_synonyms(broker_factory) -> None:
     broker = broker_factory(**{"message.max.bytes": "2000000"})
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     broker_resource = ConfigResource(ConfigResource.Type.BROKER, "1")
     configs = admin.describe_configs([broker_resource])[broker_resource].result(10)
     assert (configs["message.max.bytes"].value, configs["message.max.bytes"].source) == (
@@ -390,33 +393,33 @@ def test_broker_config_sources_and_synonyms(broker_factory) -> None:
         "1", ConfigSource.DEFAULT_CONFIG.value)
     assert configs["auto.create.topics.enable"].value == "true"
     topic = unique_topic("syn")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     topic_resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     entry = admin.describe_configs([topic_resource])[topic_resource].result(10)["max.message.bytes"]
     assert (entry.value, entry.source) == ("2000000", ConfigSource.STATIC_BROKER_CONFIG.value)
     # (the synonym list is checked over the raw protocol: confluent-kafka keys it by name)
 
 
-def test_headers_duplicates_and_null_values(broker: BrokerProcess) -> None:
+def test_headers_duplicates_and_null_values(broker: Broker) -> None:
     topic = unique_topic("hdr")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     headers = [("a", b"1"), ("a", b"2"), ("nothing", None), ("\u00e9t\u00e9", "ünïcode".encode())]
-    produce_all(producer(broker.bootstrap), topic, [{"key": b"k", "value": b"v", "headers": headers}])
-    [got] = consume(broker.bootstrap, topic, 1)
+    produce_all(producer(broker.bootstrap_servers), topic, [{"key": b"k", "value": b"v", "headers": headers}])
+    [got] = consume(broker.bootstrap_servers, topic, 1)
     assert list(got.headers) == headers
 
 
-def test_timestamp_types(broker: BrokerProcess) -> None:
+def test_timestamp_types(broker: Broker) -> None:
     create_time_topic = unique_topic("ct")
     append_time_topic = unique_topic("lat")
-    create_topic(broker.bootstrap, create_time_topic)
-    create_topic(broker.bootstrap, append_time_topic, config={"message.timestamp.type": "LogAppendTime"})
+    create_topic(broker.bootstrap_servers, create_time_topic)
+    create_topic(broker.bootstrap_servers, append_time_topic, config={"message.timestamp.type": "LogAppendTime"})
     sent = int(time.time() * 1000) - 600_000
     before = int(time.time() * 1000)
     for topic in (create_time_topic, append_time_topic):
-        produce_all(producer(broker.bootstrap), topic, [{"value": b"x", "timestamp": sent}])
+        produce_all(producer(broker.bootstrap_servers), topic, [{"value": b"x", "timestamp": sent}])
     after = int(time.time() * 1000)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ts", "enable.auto.commit": False})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "ts", "enable.auto.commit": False})
     try:
         stamps = {}
         for topic in (create_time_topic, append_time_topic):
@@ -432,28 +435,28 @@ def test_timestamp_types(broker: BrokerProcess) -> None:
     assert before <= appended <= after, "LogAppendTime is the broker's clock when it appended"
 
 
-def test_topic_max_message_bytes_override(broker: BrokerProcess) -> None:
+def test_topic_max_message_bytes_override(broker: Broker) -> None:
     topic = unique_topic("tmax")
-    create_topic(broker.bootstrap, topic, config={"max.message.bytes": "1000"})
+    create_topic(broker.bootstrap_servers, topic, config={"max.message.bytes": "1000"})
     errors: list[KafkaError | None] = []
-    p = producer(broker.bootstrap, **{"compression.type": "none"})
+    p = producer(broker.bootstrap_servers, **{"compression.type": "none"})
     p.produce(topic, value=b"s" * 100, on_delivery=lambda err, msg: errors.append(err))
     p.flush(10)
     p.produce(topic, value=b"L" * 5000, on_delivery=lambda err, msg: errors.append(err))
     p.flush(10)
     assert errors[0] is None
     assert errors[1] is not None and errors[1].code() == KafkaError.MSG_SIZE_TOO_LARGE
-    assert [r.value for r in consume(broker.bootstrap, topic, 1)] == [b"s" * 100]
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x"})
+    assert [r.value for r in consume(broker.bootstrap_servers, topic, 1)] == [b"s" * 100]
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "x"})
     assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 1)
     consumer.close()
 
 
-def test_too_large_for_the_default_limit(broker: BrokerProcess) -> None:
+def test_too_large_for_the_default_limit(broker: Broker) -> None:
     topic = unique_topic("deflimit")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     errors: list[KafkaError | None] = []
-    p = producer(broker.bootstrap, **{"message.max.bytes": 5_000_000, "compression.type": "none"})
+    p = producer(broker.bootstrap_servers, **{"message.max.bytes": 5_000_000, "compression.type": "none"})
     p.produce(topic, value=b"q" * 1_100_000, on_delivery=lambda err, msg: errors.append(err))
     p.flush(20)
     assert len(errors) == 1 and errors[0] is not None and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
@@ -462,12 +465,13 @@ def test_too_large_for_the_default_limit(broker: BrokerProcess) -> None:
     assert errors[1] is None, "a 1 000 000-byte value fits in the default message.max.bytes of 1048588"
 
 
-def test_seek_while_consuming(broker: BrokerProcess) -> None:
+def test_seek_while_consuming(broker: Broker) -> None:
     topic = unique_topic("seek2")
-    create_topic(broker.bootstrap, topic, 2)
-    produce_all(producer(broker.bootstrap), topic, [{"value": f"{p}-{i}".encode(), "partition": p}
+    create_topic(broker.bootstrap_servers, topic, 2)
+    produce_all(producer(broker.bootstrap_servers), topic, [{"value": f"{p}-{i}".encode(), "partition": p}
                                                      for p in (0, 1) for i in range(10)])
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "seeker", "enable.auto.commit": False,
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "seeker",
+                         "enable.auto.commit": False,
                          "fetch.wait.max.ms": 100})
     consumer.assign([TopicPartition(topic, 0, 0)])
     seen: list[tuple[int, bytes]] = []
@@ -498,40 +502,42 @@ def test_seek_while_consuming(broker: BrokerProcess) -> None:
         consumer.close()
 
 
-def test_consumer_waits_for_records_produced_later(broker: BrokerProcess) -> None:
+def test_consumer_waits_for_records_produced_later(broker: Broker) -> None:
     topic = unique_topic("later")
-    create_topic(broker.bootstrap, topic)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "later", "enable.auto.commit": False,
+    create_topic(broker.bootstrap_servers, topic)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "later",
+                         "enable.auto.commit": False,
                          "fetch.wait.max.ms": 5000})
     consumer.assign([TopicPartition(topic, 0, 0)])
     try:
         assert consumer.poll(0.5) is None  # empty partition: the fetch is parked in the broker
-        produce_all(producer(broker.bootstrap), topic, [{"value": b"late-1"}, {"value": b"late-2"}])
+        produce_all(producer(broker.bootstrap_servers), topic, [{"value": b"late-1"}, {"value": b"late-2"}])
         got = poll_values(consumer, 2, timeout=15, message="records produced after the fetch was parked")
         assert got == [b"late-1", b"late-2"]
     finally:
         consumer.close()
 
 
-def test_delete_records_edges(broker: BrokerProcess) -> None:
+def test_delete_records_edges(broker: Broker) -> None:
     topic = unique_topic("delrec2")
-    create_topic(broker.bootstrap, topic, 2)
-    produce_all(producer(broker.bootstrap), topic, [{"value": str(i).encode(), "partition": 0} for i in range(5)])
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    create_topic(broker.bootstrap_servers, topic, 2)
+    produce_all(producer(broker.bootstrap_servers), topic, [{"value": str(i).encode(),
+                                                             "partition": 0} for i in range(5)])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     beyond = TopicPartition(topic, 0, 6)
     with pytest.raises(KafkaException) as out_of_range:
         admin.delete_records([beyond])[beyond].result(10)
     assert out_of_range.value.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE
     everything = TopicPartition(topic, 0, -1)  # -1: up to the high watermark
     assert admin.delete_records([everything])[everything].result(10).low_watermark == 5
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x"})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "x"})
     assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (5, 5)
     assert consumer.get_watermark_offsets(TopicPartition(topic, 1), timeout=10) == (0, 0)
     consumer.close()
-    produce_all(producer(broker.bootstrap), topic, [{"value": b"next", "partition": 0}])
-    assert [(r.offset, r.value) for r in consume(broker.bootstrap, topic, 1, offset=5)] == [(5, b"next")]
+    produce_all(producer(broker.bootstrap_servers), topic, [{"value": b"next", "partition": 0}])
+    assert [(r.offset, r.value) for r in consume(broker.bootstrap_servers, topic, 1, offset=5)] == [(5, b"next")]
     broker.restart()
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x"})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "x"})
     assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (5, 6), \
         "the log start offset survives a restart"
     consumer.close()
@@ -540,23 +546,23 @@ def test_delete_records_edges(broker: BrokerProcess) -> None:
 def test_auto_create_uses_num_partitions(broker_factory) -> None:
     broker = broker_factory(**{"num.partitions": "3"})
     topic = unique_topic("auto3")
-    produce_all(producer(broker.bootstrap), topic, [{"value": b"p2", "partition": 2}])
-    metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(topic, timeout=10)
+    produce_all(producer(broker.bootstrap_servers), topic, [{"value": b"p2", "partition": 2}])
+    metadata = AdminClient({"bootstrap.servers": broker.bootstrap_servers}).list_topics(topic, timeout=10)
     assert sorted(metadata.topics[topic].partitions) == [0, 1, 2]
-    assert consume(broker.bootstrap, topic, 1, partitions=(2,))[0].value == b"p2"
+    assert consume(broker.bootstrap_servers, topic, 1, partitions=(2,))[0].value == b"p2"
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "zstd"])
-def test_timestamp_lookup_inside_one_batch(broker: BrokerProcess, codec: str) -> None:
+def test_timestamp_lookup_inside_one_batch(broker: Broker, codec: str) -> None:
     """ListOffsets by timestamp finds the first matching record, not just its batch."""
     topic = unique_topic("tsbatch")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     base = 1_700_000_000_000
-    produce_all(producer(broker.bootstrap, **{"compression.type": codec, "linger.ms": 1000,
+    produce_all(producer(broker.bootstrap_servers, **{"compression.type": codec, "linger.ms": 1000,
                                               "batch.num.messages": 100}), topic,
                 [{"value": str(i).encode(), "timestamp": base + i * 10} for i in range(100)])
     assert len(list((broker.data_dir / f"{topic}-0").glob("*.log"))) == 1
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     tp = TopicPartition(topic, 0)
     found = admin.list_offsets({tp: OffsetSpec.for_timestamp(base + 495)})[tp].result(10)
     assert (found.offset, found.timestamp) == (50, base + 500)
@@ -566,16 +572,17 @@ def test_timestamp_lookup_inside_one_batch(broker: BrokerProcess, codec: str) ->
     assert (newest.offset, newest.timestamp) == (99, base + 990)
 
 
-def test_fetch_returns_a_batch_larger_than_the_fetch_limits(broker: BrokerProcess) -> None:
+def test_fetch_returns_a_batch_larger_than_the_fetch_limits(broker: Broker) -> None:
     """KIP-74: the first batch is returned even when it exceeds fetch.max.bytes / max.partition.fetch.bytes."""
     topic = unique_topic("kip74")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     values = [bytes([i]) * 200_000 for i in range(3)]
-    uncompressed = producer(broker.bootstrap, **{"compression.type": "none"})
+    uncompressed = producer(broker.bootstrap_servers, **{"compression.type": "none"})
     for value in values:  # one batch each: the broker must hand them out one oversized batch per response
         produce_all(uncompressed, topic, [{"value": value}])
     # receive.message.max.bytes below two batches: a response carrying more than the first batch fails.
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "small", "enable.auto.commit": False,
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "small",
+                         "enable.auto.commit": False,
                          "message.max.bytes": 1000, "fetch.max.bytes": 1024, "max.partition.fetch.bytes": 1024,
                          "receive.message.max.bytes": 300_000,
                          "fetch.wait.max.ms": 100})
@@ -587,11 +594,11 @@ def test_fetch_returns_a_batch_larger_than_the_fetch_limits(broker: BrokerProces
     assert got == values
 
 
-def test_timestamp_too_far_in_the_future_is_rejected(broker: BrokerProcess) -> None:
+def test_timestamp_too_far_in_the_future_is_rejected(broker: Broker) -> None:
     topic = unique_topic("future")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     errors: list[KafkaError | None] = []
-    p = producer(broker.bootstrap)
+    p = producer(broker.bootstrap_servers)
     p.produce(topic, value=b"later", timestamp=int(time.time() * 1000) + 2 * 3_600_000,
               on_delivery=lambda err, msg: errors.append(err))
     p.flush(10)  # separate batches: Kafka rejects a whole batch when one of its records is out of bounds
@@ -600,35 +607,36 @@ def test_timestamp_too_far_in_the_future_is_rejected(broker: BrokerProcess) -> N
     # message.timestamp.after.max.ms defaults to one hour (Kafka 4.0); before.max.ms is unbounded
     assert errors[0] is not None and errors[0].code() == KafkaError.INVALID_TIMESTAMP
     assert errors[1] is None
-    assert [(r.offset, r.value, r.timestamp) for r in consume(broker.bootstrap, topic, 1)] == [(0, b"long ago", 1_000)]
+    assert [(r.offset, r.value, r.timestamp) for r in consume(broker.bootstrap_servers, topic, 1)] == [
+        (0, b"long ago", 1_000)]
 
 
-def test_delete_and_recreate_topic(broker: BrokerProcess) -> None:
+def test_delete_and_recreate_topic(broker: Broker) -> None:
     topic = unique_topic("recreate")
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    create_topic(broker.bootstrap, topic, 2)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    create_topic(broker.bootstrap_servers, topic, 2)
     first_id = str(admin.describe_topics(TopicCollection([topic]))[topic].result(10).topic_id)
-    produce_all(producer(broker.bootstrap), topic, [{"value": b"old", "partition": 1}])
+    produce_all(producer(broker.bootstrap_servers), topic, [{"value": b"old", "partition": 1}])
     admin.delete_topics([topic])[topic].result(10)
     poll_until(lambda: not (broker.data_dir / f"{topic}-1").exists(), timeout=15,
                message="the deleted partition's directory to go")
-    create_topic(broker.bootstrap, topic, 1)
+    create_topic(broker.bootstrap_servers, topic, 1)
     second = admin.describe_topics(TopicCollection([topic]))[topic].result(10)
     assert str(second.topic_id) != first_id
     assert len(second.partitions) == 1
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x"})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "x"})
     assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 0)
     consumer.close()
-    produce_all(producer(broker.bootstrap), topic, [{"value": b"new"}])
-    assert [(r.offset, r.value) for r in consume(broker.bootstrap, topic, 1)] == [(0, b"new")]
+    produce_all(producer(broker.bootstrap_servers), topic, [{"value": b"new"}])
+    assert [(r.offset, r.value) for r in consume(broker.bootstrap_servers, topic, 1)] == [(0, b"new")]
 
 
-def test_validate_only_and_unknown_resources(broker: BrokerProcess) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+def test_validate_only_and_unknown_resources(broker: Broker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     topic = unique_topic("validate")
     admin.create_topics([NewTopic(topic, 4, 1)], validate_only=True)[topic].result(10)
     assert topic not in admin.list_topics(timeout=10).topics, "validate_only creates nothing"
-    create_topic(broker.bootstrap, topic, 1)
+    create_topic(broker.bootstrap_servers, topic, 1)
     admin.create_partitions([NewPartitions(topic, 3)], validate_only=True)[topic].result(10)
     assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 1
     change = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[

@@ -25,7 +25,7 @@ from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.errors import ErrorCode
 from minikafka.testing import Broker
 
-from tests.e2e.test_raw_protocol import Wire
+from tests.support.wire import Wire
 
 BROKER_SESSION_MS = 45_000
 GROUP_SESSION_MS = 50_000

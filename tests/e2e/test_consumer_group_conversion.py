@@ -24,9 +24,10 @@ from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.errors import ErrorCode
 from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, poll_until
 from tests.e2e.test_consumer_protocol import _join_request, _wire_heartbeat
-from tests.e2e.test_raw_protocol import Wire
+from tests.support.produce import produce_numbers
+from tests.support.waiting import poll_until
+from tests.support.wire import Wire
 
 PARTITIONS = 3
 FIRST, SECOND = range(0, 30), range(30, 60)
@@ -36,13 +37,6 @@ FIRST, SECOND = range(0, 30), range(30, 60)
 def broker() -> Iterator[Broker]:
     with Broker({"group.consumer.heartbeat.interval.ms": "300"}, mode="inprocess") as running:
         yield running
-
-
-def _produce(broker: Broker, topic: str, values: range) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
-    for value in values:
-        producer.produce(topic, str(value).encode(), partition=value % PARTITIONS)
-    assert producer.flush(15) == 0
 
 
 def _consume(consumer: Consumer, expected: int, timeout: float = 30.0) -> list[int]:
@@ -64,7 +58,7 @@ def test_a_classic_consumer_takes_over_an_empty_consumer_group(broker: Broker) -
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(15)
-    _produce(broker, topic, FIRST)
+    produce_numbers(broker.bootstrap_servers, topic, FIRST, PARTITIONS)
     common = {"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "auto.offset.reset": "earliest",
               "enable.auto.commit": False}
     modern = Consumer({**common, "group.protocol": "consumer"})
@@ -75,7 +69,7 @@ def test_a_classic_consumer_takes_over_an_empty_consumer_group(broker: Broker) -
         assert _group_type(admin, group).name == "CONSUMER"
     finally:
         modern.close()
-    _produce(broker, topic, SECOND)
+    produce_numbers(broker.bootstrap_servers, topic, SECOND, PARTITIONS)
     classic = Consumer({**common, "group.protocol": "classic", "session.timeout.ms": 6000})
     try:
         classic.subscribe([topic])
@@ -137,13 +131,6 @@ class Ledger:
         return {value: names for value, names in self.committed.items() if len(names) > 1}
 
 
-def _produce_spread(broker: Broker, topic: str, values: range) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
-    for value in values:
-        producer.produce(topic, str(value).encode(), partition=value % MIGRATION_PARTITIONS)
-    assert producer.flush(15) == 0
-
-
 def _poll_until(consumers: dict[str, Consumer], ledger: Ledger, done: Any, timeout: float = 90.0) -> None:
     deadline = time.monotonic() + timeout
     while not done():
@@ -196,7 +183,7 @@ def test_a_consumer_member_upgrades_a_consuming_classic_group_and_leaving_downgr
         for consumer in classics.values():
             consumer.subscribe([topic])
         first = range(0, 300)
-        _produce_spread(broker, topic, first)
+        produce_numbers(broker.bootstrap_servers, topic, first, MIGRATION_PARTITIONS)
         _poll_until(classics, ledger, lambda: len(ledger.committed) >= 100 and _exclusive_cover(classics))
         assert _group_type(admin, group).name == "CLASSIC"
 
@@ -204,7 +191,7 @@ def test_a_consumer_member_upgrades_a_consuming_classic_group_and_leaving_downgr
         modern.subscribe([topic])
         everyone = {**classics, "modern": modern}
         second = range(300, 600)
-        _produce_spread(broker, topic, second)
+        produce_numbers(broker.bootstrap_servers, topic, second, MIGRATION_PARTITIONS)
         _poll_until(everyone, ledger, lambda: len(ledger.committed) == 600 and ledger.by_member.get("modern", 0) > 0
                     and _exclusive_cover(everyone))
         assert _group_type(admin, group).name == "CONSUMER"
@@ -216,7 +203,7 @@ def test_a_consumer_member_upgrades_a_consuming_classic_group_and_leaving_downgr
         # Downgrade: the consumer-protocol member leaves; the classic members carry on in a classic group.
         modern.close()
         third = range(600, 900)
-        _produce_spread(broker, topic, third)
+        produce_numbers(broker.bootstrap_servers, topic, third, MIGRATION_PARTITIONS)
         _poll_until(classics, ledger, lambda: len(ledger.committed) == 900 and _exclusive_cover(classics))
         assert _group_type(admin, group).name == "CLASSIC"
         assert not ledger.twice()
@@ -227,7 +214,7 @@ def test_a_consumer_member_upgrades_a_consuming_classic_group_and_leaving_downgr
             consumer.close()
 
 
-def _member_types(broker: BrokerProcess, group: str) -> dict[str, tuple[int, int]] | None:
+def _member_types(broker: Broker, group: str) -> dict[str, tuple[int, int]] | None:
     """{member id: (member type, member epoch)} by ConsumerGroupDescribe v1 (type 0 classic, 1 consumer
     protocol), or None while the coordinator is loading or the group is not a consumer group."""
     wire = Wire(broker)
@@ -245,12 +232,12 @@ def _member_types(broker: BrokerProcess, group: str) -> dict[str, tuple[int, int
 
 @pytest.mark.parametrize("hard", [False, True], ids=["sigterm", "kill-9"])
 def test_a_mixed_group_goes_on_after_a_broker_restart(broker_factory: Any, hard: bool) -> None:
-    broker: BrokerProcess = broker_factory(**{"group.consumer.heartbeat.interval.ms": "300",
+    broker: Broker = broker_factory(**{"group.consumer.heartbeat.interval.ms": "300",
                                               "offsets.topic.num.partitions": "3"})
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(topic, MIGRATION_PARTITIONS, 1)])[topic].result(15)
-    common = {"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+    common = {"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "auto.offset.reset": "earliest",
               "enable.auto.commit": False}
     ledger = Ledger()
     consumers = {
@@ -260,7 +247,7 @@ def test_a_mixed_group_goes_on_after_a_broker_restart(broker_factory: Any, hard:
     }
     try:
         consumers["classic"].subscribe([topic])
-        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
         for value in range(0, 120):
             producer.produce(topic, str(value).encode(), partition=value % MIGRATION_PARTITIONS)
         assert producer.flush(15) == 0
@@ -282,7 +269,7 @@ def test_a_mixed_group_goes_on_after_a_broker_restart(broker_factory: Any, hard:
         assert producer.flush(30) == 0
         _poll_until(consumers, ledger, lambda: len(ledger.committed) == 240 and _exclusive_cover(consumers))
         assert not ledger.twice() and ledger.delivered == set(range(240))
-        assert _committed_offsets_at(broker.bootstrap, group, topic) == _ends(range(240))
+        assert _committed_offsets_at(broker.bootstrap_servers, group, topic) == _ends(range(240))
     finally:
         for consumer in consumers.values():
             consumer.close()

@@ -17,7 +17,7 @@ from typing import Any
 
 import confluent_kafka
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
 from kio.schema.offset_commit.v9.request import (
@@ -33,9 +33,9 @@ from minikafka.protocol.errors import ErrorCode
 from minikafka.testing import Broker
 from minikafka.tools.dump_log import main as dump_log
 
-from tests.conftest import BrokerProcess
 from tests.e2e.test_consumer_protocol import _join_request, _wire_heartbeat
-from tests.e2e.test_raw_protocol import Wire
+from tests.support.produce import produce_numbers
+from tests.support.wire import Wire
 
 PARTITIONS = 4
 BATCH = 40
@@ -53,7 +53,7 @@ def _new_enough_librdkafka() -> None:
         pytest.fail(f"librdkafka {confluent_kafka.libversion()[0]} has no group.protocol=consumer")
 
 
-def _describe(broker: BrokerProcess, group: str) -> Described | None:
+def _describe(broker: Broker, group: str) -> Described | None:
     """(group epoch, {member id: (member epoch, partitions)}) by ConsumerGroupDescribe, or None while
     the coordinator is loading or the group is not Stable."""
     wire = Wire(broker)
@@ -73,7 +73,7 @@ def _describe(broker: BrokerProcess, group: str) -> Described | None:
     return described.group_epoch, members
 
 
-def _wait_described(broker: BrokerProcess, group: str, members: int, timeout: float = 30.0) -> Described:
+def _wait_described(broker: Broker, group: str, members: int, timeout: float = 30.0) -> Described:
     deadline = time.monotonic() + timeout
     while True:
         described = _describe(broker, group)
@@ -86,11 +86,11 @@ def _wait_described(broker: BrokerProcess, group: str, members: int, timeout: fl
 class Tracked:
     """A consumer and everything it was given: records by partition, and its rebalance callbacks."""
 
-    def __init__(self, broker: BrokerProcess, group: str, topic: str) -> None:
+    def __init__(self, broker: Broker, group: str, topic: str) -> None:
         self.events: list[str] = []
         self.records: dict[int, list[int]] = {}
         self.consumer = Consumer({
-            "bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
+            "bootstrap.servers": broker.bootstrap_servers, "group.id": group, "group.protocol": "consumer",
             "auto.offset.reset": "earliest", "enable.auto.commit": False,
         })
         self.consumer.subscribe([topic], on_assign=self._on("assign"), on_revoke=self._on("revoke"),
@@ -111,13 +111,6 @@ class Tracked:
         return frozenset(tp.partition for tp in self.consumer.assignment())
 
 
-def _produce(broker: BrokerProcess, topic: str, values: range) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
-    for value in values:
-        producer.produce(topic, str(value).encode(), partition=value % PARTITIONS)
-    assert producer.flush(30) == 0
-
-
 def _poll_until(consumers: list[Tracked], done: Any, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not done():
@@ -132,12 +125,12 @@ def _total(consumers: list[Tracked]) -> int:
 
 @pytest.mark.parametrize("hard", [False, True], ids=["sigterm", "kill-9"])
 def test_consumers_keep_their_assignment_across_a_broker_restart(broker_factory: Any, hard: bool) -> None:
-    broker: BrokerProcess = broker_factory(**{
+    broker: Broker = broker_factory(**{
         "group.consumer.heartbeat.interval.ms": str(HEARTBEAT_MS),
         "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
     })
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(15)
     consumers = [Tracked(broker, group, topic), Tracked(broker, group, topic)]
     try:
@@ -146,7 +139,7 @@ def test_consumers_keep_their_assignment_across_a_broker_restart(broker_factory:
         # (a loaded CI run let the first member read records before the second one joined).
         _poll_until(consumers, lambda: all(len(c.assigned()) == PARTITIONS // 2 for c in consumers)
                     and _describe(broker, group) is not None)
-        _produce(broker, topic, range(BATCH))
+        produce_numbers(broker.bootstrap_servers, topic, range(BATCH), PARTITIONS, timeout=30)
         _poll_until(consumers, lambda: _total(consumers) == BATCH)
         before = _wait_described(broker, group, 2)
         owners_before = [c.assigned() for c in consumers]
@@ -156,7 +149,7 @@ def test_consumers_keep_their_assignment_across_a_broker_restart(broker_factory:
         broker.restart(hard=hard)
         # Straight after the load: the same group, members, epochs and partitions (nothing rejoined).
         assert _wait_described(broker, group, 2) == before
-        _produce(broker, topic, range(BATCH, 2 * BATCH))
+        produce_numbers(broker.bootstrap_servers, topic, range(BATCH, 2 * BATCH), PARTITIONS, timeout=30)
         _poll_until(consumers, lambda: _total(consumers) == 2 * BATCH)
         # A few heartbeats later, still nothing moved: no epoch bump, no callback, same owners.
         heartbeats_done = time.monotonic() + 3 * HEARTBEAT_MS / 1000
@@ -176,12 +169,12 @@ def test_consumers_keep_their_assignment_across_a_broker_restart(broker_factory:
 
 
 def test_dump_log_decodes_the_consumer_group_records(broker_factory: Any) -> None:
-    broker: BrokerProcess = broker_factory(**{
+    broker: Broker = broker_factory(**{
         "group.consumer.heartbeat.interval.ms": str(HEARTBEAT_MS),
         "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
     })
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(15)
     consumer = Tracked(broker, group, topic)
     try:

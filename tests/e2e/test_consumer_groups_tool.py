@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
-
-from .helpers import create_topic
+from tests.support.clients import create_topic
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 TOOL_TIMEOUT_S = 60
 PER_PARTITION = 5
@@ -36,22 +37,22 @@ class Run:
         return [line.split() for line in lines[1:-1]]
 
 
-def consumer_groups(broker: BrokerProcess | str, *args: str) -> Run:
-    bootstrap = broker if isinstance(broker, str) else broker.bootstrap
+def consumer_groups(broker: Broker | str, *args: str) -> Run:
+    bootstrap = broker if isinstance(broker, str) else broker.bootstrap_servers
     done = subprocess.run([sys.executable, "-m", "minikafka.broker", "consumer-groups", "--bootstrap-server",
                            bootstrap, *args], capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
     return Run(done.returncode, done.stdout, done.stderr)
 
 
-def fill(broker: BrokerProcess, topic: str) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+def fill(broker: Broker, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
     for i in range(2 * PER_PARTITION):
         producer.produce(topic, f"v{i}".encode(), partition=i % 2)
     assert producer.flush(15) == 0
 
 
-def joined_consumer(broker: BrokerProcess, group: str, topic: str, client_id: str) -> Consumer:
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "client.id": client_id,
+def joined_consumer(broker: Broker, group: str, topic: str, client_id: str) -> Consumer:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "client.id": client_id,
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
 
@@ -63,9 +64,9 @@ def joined_consumer(broker: BrokerProcess, group: str, topic: str, client_id: st
     return consumer
 
 
-def first_offsets(broker: BrokerProcess, group: str, topic: str) -> dict[int, int]:
+def first_offsets(broker: Broker, group: str, topic: str) -> dict[int, int]:
     """The offset of the first record a new member of `group` reads from each partition."""
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "enable.auto.commit": False,
                          "auto.offset.reset": "latest"})
     consumer.subscribe([topic])
     first: dict[int, int] = {}
@@ -83,9 +84,9 @@ def first_offsets(broker: BrokerProcess, group: str, topic: str) -> dict[int, in
     return first
 
 
-def test_describe_reset_and_delete(broker: BrokerProcess) -> None:
+def test_describe_reset_and_delete(broker: Broker) -> None:
     topic, group = unique_topic("cgtool"), unique_topic("grp")
-    create_topic(broker.bootstrap, topic, 2)
+    create_topic(broker.bootstrap_servers, topic, 2)
     fill(broker, topic)
     consumer = joined_consumer(broker, group, topic, "cg-client")
     consumer.commit(offsets=[TopicPartition(topic, 0, 3), TopicPartition(topic, 1, 4)], asynchronous=False)
@@ -142,12 +143,12 @@ def test_describe_reset_and_delete(broker: BrokerProcess) -> None:
 
 
 @pytest.mark.parametrize("kafka_version", [None, "2.8"])
-def test_reset_to_offset_and_delete_offsets(broker_factory: Callable[..., BrokerProcess],
+def test_reset_to_offset_and_delete_offsets(broker_factory: Callable[..., Broker],
                                             kafka_version: str | None) -> None:
     """Also as Kafka 2.8 (FindCoordinator v3, OffsetFetch v7, ListGroups v4): the versions are negotiated."""
     broker = broker_factory(**({} if kafka_version is None else {"minikafka.kafka.version": kafka_version}))
     topic, group = unique_topic("cgoff"), unique_topic("grp")
-    create_topic(broker.bootstrap, topic, 2)
+    create_topic(broker.bootstrap_servers, topic, 2)
     fill(broker, topic)
     reset = consumer_groups(broker, "--reset-offsets", "--group", group, "--topic", topic, "--to-offset", "2",
                             "--execute")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
 from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
@@ -38,7 +38,9 @@ from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.errors import ErrorCode
 from minikafka.testing import Broker
 
-from tests.e2e.test_raw_protocol import Wire
+from tests.support.clients import create_topic
+from tests.support.produce import produce_numbers
+from tests.support.wire import Wire
 
 HEARTBEAT_MS = 300
 SESSION_MS = 45_000
@@ -61,18 +63,6 @@ def broker() -> Iterator[Broker]:
 def manual_broker() -> Iterator[Broker]:
     with Broker({**FAST, "minikafka.clock": "manual"}, mode="inprocess") as running:
         yield running
-
-
-def _create_topic(broker: Broker, name: str, partitions: int = PARTITIONS) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
-
-
-def _produce(broker: Broker, topic: str, values: range) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
-    for value in values:
-        producer.produce(topic, str(value).encode(), partition=value % PARTITIONS)
-    assert producer.flush(15) == 0
 
 
 def _consumer(broker: Broker, group: str, **extra: Any) -> Consumer:
@@ -139,8 +129,8 @@ def _assigned(consumer: Consumer) -> set[int]:
 
 def test_join_consume_commit_and_list(broker: Broker) -> None:
     topic, group = _name("t"), _name("g")
-    _create_topic(broker, topic)
-    _produce(broker, topic, range(60))
+    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
+    produce_numbers(broker.bootstrap_servers, topic, range(60), PARTITIONS)
     consumer = _consumer(broker, group)
     try:
         consumer.subscribe([topic])
@@ -169,18 +159,18 @@ def test_join_consume_commit_and_list(broker: Broker) -> None:
 
 def test_scale_out_to_three_and_back_in(broker: Broker) -> None:
     topic, group = _name("t"), _name("g")
-    _create_topic(broker, topic)
+    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
     consumed = Consumed()
     consumers = {"c1": _consumer(broker, group)}
     try:
         consumers["c1"].subscribe([topic])
-        _produce(broker, topic, range(0, 120))
+        produce_numbers(broker.bootstrap_servers, topic, range(0, 120), PARTITIONS)
         _poll_all(consumers, consumed, lambda: consumed.values() == 120)
 
         for name in ("c2", "c3"):
             consumers[name] = _consumer(broker, group)
             consumers[name].subscribe([topic])
-        _produce(broker, topic, range(120, 240))
+        produce_numbers(broker.bootstrap_servers, topic, range(120, 240), PARTITIONS)
 
         def spread() -> bool:
             owned = [_assigned(c) for c in consumers.values()]
@@ -195,7 +185,7 @@ def test_scale_out_to_three_and_back_in(broker: Broker) -> None:
 
         for name in ("c3", "c2"):
             consumers.pop(name).close()
-        _produce(broker, topic, range(240, 360))
+        produce_numbers(broker.bootstrap_servers, topic, range(240, 360), PARTITIONS)
         _poll_all(consumers, consumed, lambda: consumed.values() == 360 and _stable_with(broker, group, 1))
         assert _assigned(consumers["c1"]) == set(range(PARTITIONS))
         assert not consumed.duplicates()
@@ -224,8 +214,8 @@ def _join_request(group: str, member: str, topics: tuple[str, ...]) -> ConsumerG
 def test_crashed_member_is_removed_after_the_session_timeout(manual_broker: Broker) -> None:
     broker = manual_broker
     topic, group = _name("t"), _name("g")
-    _create_topic(broker, topic)
-    _produce(broker, topic, range(60))
+    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
+    produce_numbers(broker.bootstrap_servers, topic, range(60), PARTITIONS)
     # The member that crashes speaks the wire directly: it joins, gets partitions, and goes silent
     # without leaving (as a killed process does).
     wire = Wire(broker)
@@ -271,7 +261,7 @@ def test_crashed_member_is_removed_after_the_session_timeout(manual_broker: Brok
 
 def test_wire_errors_and_offset_commit_with_member_epochs(broker: Broker) -> None:
     topic, group = _name("t"), _name("g")
-    _create_topic(broker, topic, 2)
+    create_topic(broker.bootstrap_servers, topic, 2)
     wire = Wire(broker)
     try:
         joined = _wire_heartbeat(wire, _join_request(group, "m1", (topic,)))
@@ -363,8 +353,8 @@ def test_wire_errors_and_offset_commit_with_member_epochs(broker: Broker) -> Non
 def test_committed_offsets_survive_for_the_next_member(broker: Broker) -> None:
     """A member that committed and left: the next member of the group resumes after the commits."""
     topic, group = _name("t"), _name("g")
-    _create_topic(broker, topic)
-    _produce(broker, topic, range(30))
+    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
+    produce_numbers(broker.bootstrap_servers, topic, range(30), PARTITIONS)
     first = _consumer(broker, group)
     consumed = Consumed()
     try:
@@ -372,7 +362,7 @@ def test_committed_offsets_survive_for_the_next_member(broker: Broker) -> None:
         _poll_all({"first": first}, consumed, lambda: consumed.values() == 30)
     finally:
         first.close()
-    _produce(broker, topic, range(30, 60))
+    produce_numbers(broker.bootstrap_servers, topic, range(30, 60), PARTITIONS)
     second = _consumer(broker, group)
     try:
         second.subscribe([topic])
@@ -399,14 +389,14 @@ def test_apis_68_and_69_from_kafka_4(profile: str, advertised: tuple[int, int] |
 
 def test_static_member_restart_keeps_its_partitions(broker: Broker) -> None:
     topic, group = _name("t"), _name("g")
-    _create_topic(broker, topic)
+    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
     consumed = Consumed()
     consumers = {"static": _consumer(broker, group, **{"group.instance.id": "instance-1"}),
                  "other": _consumer(broker, group)}
     try:
         for consumer in consumers.values():
             consumer.subscribe([topic])
-        _produce(broker, topic, range(60))
+        produce_numbers(broker.bootstrap_servers, topic, range(60), PARTITIONS)
         _poll_all(consumers, consumed, lambda: consumed.values() == 60 and _stable_with(broker, group, 2)
                   and all(len(_assigned(c)) == 3 for c in consumers.values()))
         before = broker.state()["groups"][group]
@@ -417,7 +407,7 @@ def test_static_member_restart_keeps_its_partitions(broker: Broker) -> None:
         restarted = _consumer(broker, group, **{"group.instance.id": "instance-1"})
         consumers["static"] = restarted
         restarted.subscribe([topic])
-        _produce(broker, topic, range(60, 120))
+        produce_numbers(broker.bootstrap_servers, topic, range(60, 120), PARTITIONS)
         _poll_all(consumers, consumed, lambda: consumed.values() == 120 and _assigned(restarted) == static_partitions
                   and _stable_with(broker, group, 2))
         after = broker.state()["groups"][group]
@@ -432,8 +422,8 @@ def test_static_member_restart_keeps_its_partitions(broker: Broker) -> None:
 def test_regex_subscription_picks_up_a_new_topic(broker: Broker) -> None:
     prefix, group = _name("rx"), _name("g")
     first, second = f"{prefix}-a", f"{prefix}-b"
-    _create_topic(broker, first)
-    _produce(broker, first, range(30))
+    create_topic(broker.bootstrap_servers, first, PARTITIONS)
+    produce_numbers(broker.bootstrap_servers, first, range(30), PARTITIONS)
     consumer = _consumer(broker, group)
     consumed: dict[str, set[int]] = {}
 
@@ -452,8 +442,8 @@ def test_regex_subscription_picks_up_a_new_topic(broker: Broker) -> None:
         member = _members(broker, group)[0]
         # librdkafka sends its regexes joined, each in parentheses.
         assert member["subscribed_topic_regex"] == f"(^{prefix}-.*)" and member["subscribed_topics"] == []
-        _create_topic(broker, second)
-        _produce(broker, second, range(30))
+        create_topic(broker.bootstrap_servers, second, PARTITIONS)
+        produce_numbers(broker.bootstrap_servers, second, range(30), PARTITIONS)
         poll_until(lambda: len(consumed.get(second, ())) == 30)
         assert {tp.topic for tp in consumer.assignment()} == {first, second}
     finally:
@@ -463,9 +453,9 @@ def test_regex_subscription_picks_up_a_new_topic(broker: Broker) -> None:
 def test_consume_transform_produce_with_member_epochs(broker: Broker) -> None:
     """KIP-447 with a consumer-protocol group: TxnOffsetCommit carries the member id and epoch."""
     source, sink, group = _name("src"), _name("sink"), _name("g")
-    _create_topic(broker, source)
-    _create_topic(broker, sink)
-    _produce(broker, source, range(30))
+    create_topic(broker.bootstrap_servers, source, PARTITIONS)
+    create_topic(broker.bootstrap_servers, sink, PARTITIONS)
+    produce_numbers(broker.bootstrap_servers, source, range(30), PARTITIONS)
     consumer = _consumer(broker, group, **{"isolation.level": "read_committed"})
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": _name("tx")})
     try:

@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from tests.conftest import poll_until, unique_topic
+from tests.support.clients import create_topic
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
-from .helpers import create_topic
 from .test_trace import TracedBroker
 
 pytestmark = pytest.mark.e2e
@@ -61,8 +62,8 @@ def test_a_hanging_commit_transaction_seen_through_every_tool(tmp_path: Path) ->
     try:
         topic = unique_topic("orders")
         transactional_id = unique_topic("order-writer")
-        create_topic(broker.bootstrap, topic, partitions=1)
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": transactional_id,
+        create_topic(broker.bootstrap_servers, topic, partitions=1)
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": transactional_id,
                              "client.id": "order-service"})
         producer.init_transactions(DEADLINE_S)
         producer.begin_transaction()
@@ -99,7 +100,7 @@ def test_a_hanging_commit_transaction_seen_through_every_tool(tmp_path: Path) ->
         assert correlation_ids == sorted(correlation_ids) and len(set(correlation_ids)) == len(correlation_ids)
 
         # 2. The coordinator: still Ongoing, with the partition in it.
-        [described] = _table(_minikafka("transactions", "--bootstrap-server", broker.bootstrap, "describe",
+        [described] = _table(_minikafka("transactions", "--bootstrap-server", broker.bootstrap_servers, "describe",
                                         "--transactional-id", transactional_id))
         assert (described["TransactionState"], described["TopicPartitions"]) == ("Ongoing", f"{topic}-0")
 

@@ -30,9 +30,9 @@ from kio.schema.offset_commit.v8.request import (
 from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.errors import ErrorCode
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import consume, create_topic
+from tests.support.brokers import process_broker
+from tests.support.clients import consume, create_topic
+from tests.support.names import unique_topic
 
 DISK_BYTES = 2 * 1024 * 1024
 # Larger than the slack a tmpfs page can leave at the end of the segment file, so the write
@@ -128,47 +128,47 @@ def commit_offset(port: int, group: str, topic: str, metadata: str = "") -> Erro
 def test_full_disk_refuses_writes_keeps_reads_and_recovers(tiny_disk: Path, tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
-    broker = BrokerProcess(tiny_disk / "data", logs, {"offsets.topic.num.partitions": "1",
+    broker = process_broker(tiny_disk / "data", logs, {"offsets.topic.num.partitions": "1",
                                                         "transaction.state.log.num.partitions": "1"})
     broker.start()
     try:
         topic = unique_topic("disk")
-        create_topic(broker.bootstrap, topic)
+        create_topic(broker.bootstrap_servers, topic)
         acked = [f"v{i}".encode() for i in range(20)]
-        assert [err for err, _ in produce(broker.bootstrap, topic, acked)] == [None] * 20
+        assert [err for err, _ in produce(broker.bootstrap_servers, topic, acked)] == [None] * 20
         # The group coordinator's topic exists before the disk fills (FindCoordinator creates it).
         found = raw_round_trip(broker.port, FindCoordinatorRequest(key_type=0, coordinator_keys=("g",)), 10, 4)
         assert found.coordinators[0].error_code == ErrorCode.none
         assert commit_offset(broker.port, "g", topic) == ErrorCode.none
 
         filler = fill(tiny_disk)
-        [(error, _offset)] = produce(broker.bootstrap, topic, [BIG_VALUE])
+        [(error, _offset)] = produce(broker.bootstrap_servers, topic, [BIG_VALUE])
         assert error is not None and error.code() == KafkaError.KAFKA_STORAGE_ERROR
-        assert end_offset(broker.bootstrap, topic) == 20, "a failed append must not advance the log end"
-        assert [r.value for r in consume(broker.bootstrap, topic, 20)] == acked, "reads keep working"
+        assert end_offset(broker.bootstrap_servers, topic) == 20, "a failed append must not advance the log end"
+        assert [r.value for r in consume(broker.bootstrap_servers, topic, 20)] == acked, "reads keep working"
         # A commit may still fit in the slack of the offsets segment's last page; two such cannot.
         commits = [commit_offset(broker.port, "g", topic, "m" * COMMIT_METADATA_BYTES) for _ in range(2)]
         assert commits[-1] == ErrorCode.not_coordinator and set(commits) <= {ErrorCode.none, ErrorCode.not_coordinator}
 
         filler.unlink()
-        [(error, offset)] = produce(broker.bootstrap, topic, [b"after"])
+        [(error, offset)] = produce(broker.bootstrap_servers, topic, [b"after"])
         assert (error, offset) == (None, 20), "writes resume, with no hole or torn batch before them"
         acked.append(b"after")
 
         # Full again, and stopped while full: the next start recovers whatever was acknowledged.
         filler = fill(tiny_disk)
-        [(error, _offset)] = produce(broker.bootstrap, topic, [BIG_VALUE])
+        [(error, _offset)] = produce(broker.bootstrap_servers, topic, [BIG_VALUE])
         assert error is not None and error.code() == KafkaError.KAFKA_STORAGE_ERROR
         assert broker.stop() == 0
         filler.unlink()
         broker.start()
-        assert [r.value for r in consume(broker.bootstrap, topic, 21)] == acked
-        assert end_offset(broker.bootstrap, topic) == 21
-        [(error, offset)] = produce(broker.bootstrap, topic, [b"later"])
+        assert [r.value for r in consume(broker.bootstrap_servers, topic, 21)] == acked
+        assert end_offset(broker.bootstrap_servers, topic) == 21
+        [(error, offset)] = produce(broker.bootstrap_servers, topic, [b"later"])
         assert (error, offset) == (None, 21)
         assert "Traceback" not in broker.logs(), "disk faults are expected errors, not crashes"
     finally:
         try:
             broker.stop()
         except Exception:
-            broker.kill9()
+            broker.kill()

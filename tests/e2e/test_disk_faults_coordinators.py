@@ -33,11 +33,14 @@ from kio.schema.sync_group.v3.request import SyncGroupRequest, SyncGroupRequestA
 from kio.static.primitive import i32Timedelta
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.errors import ErrorCode
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
+from tests.support.brokers import process_broker
+from tests.support.clients import consume, create_topic, transactional_producer
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 from . import test_disk_faults
-from .helpers import consume, create_topic, transactional_producer
 from .test_disk_faults import commit_offset, fill, raw_round_trip
 
 tiny_disk = test_disk_faults.tiny_disk  # the fixture: a 2 MiB tmpfs mounted for the test
@@ -58,15 +61,15 @@ SESSION_TIMEOUT = timedelta(seconds=30)
 REBALANCE_TIMEOUT = timedelta(minutes=5)
 
 
-def start_broker(tiny_disk: Path, tmp_path: Path) -> BrokerProcess:
+def start_broker(tiny_disk: Path, tmp_path: Path) -> Broker:
     logs = tmp_path / "logs"
     logs.mkdir()
-    broker = BrokerProcess(tiny_disk / "data", logs, {"offsets.topic.num.partitions": "1",
+    broker = process_broker(tiny_disk / "data", logs, {"offsets.topic.num.partitions": "1",
                                                         "transaction.state.log.num.partitions": "1"})
     return broker.start()
 
 
-def segment_size(broker: BrokerProcess, topic: str) -> int:
+def segment_size(broker: Broker, topic: str) -> int:
     [segment] = (broker.data_dir / f"{topic}-0").glob("*.log")
     return segment.stat().st_size
 
@@ -77,10 +80,10 @@ def produce_in_transaction(producer: Producer, topic: str, value: bytes) -> None
     assert producer.flush(15) == 0 and errors == [None]
 
 
-def open_transaction_on_a_full_page(broker: BrokerProcess, topic: str, transactional_id: str) -> tuple[
+def open_transaction_on_a_full_page(broker: Broker, topic: str, transactional_id: str) -> tuple[
         Producer, list[bytes]]:
     """A producer with an open transaction whose records fill the data segment to a page boundary."""
-    producer = transactional_producer(broker.bootstrap, transactional_id)
+    producer = transactional_producer(broker.bootstrap_servers, transactional_id)
     producer.begin_transaction()
     probe = b"p" * PROBE_BYTES
     produce_in_transaction(producer, topic, probe)
@@ -95,7 +98,7 @@ def open_transaction_on_a_full_page(broker: BrokerProcess, topic: str, transacti
     return producer, [probe, padding]
 
 
-def last_stable_offset(broker: BrokerProcess, topic: str) -> int:
+def last_stable_offset(broker: Broker, topic: str) -> int:
     request = ListOffsetsRequest(replica_id=-1, isolation_level=READ_COMMITTED, topics=(ListOffsetsTopic(
         name=topic, partitions=(ListOffsetsPartition(partition_index=0, timestamp=LATEST),)),))
     response = raw_round_trip(broker.port, request, ApiKey.LIST_OFFSETS, 5)
@@ -104,7 +107,7 @@ def last_stable_offset(broker: BrokerProcess, topic: str) -> int:
     return int(partition.offset)
 
 
-def transaction_state(broker: BrokerProcess, transactional_id: str) -> str:
+def transaction_state(broker: Broker, transactional_id: str) -> str:
     response = raw_round_trip(broker.port, DescribeTransactionsRequest(transactional_ids=(transactional_id,)),
                               ApiKey.DESCRIBE_TRANSACTIONS, 0)
     [state] = response.transaction_states
@@ -112,17 +115,17 @@ def transaction_state(broker: BrokerProcess, transactional_id: str) -> str:
     return str(state.transaction_state)
 
 
-def init_producer_id_error(broker: BrokerProcess, transactional_id: str | None) -> ErrorCode:
+def init_producer_id_error(broker: Broker, transactional_id: str | None) -> ErrorCode:
     request = InitProducerIdRequest(transactional_id=transactional_id,
                                     transaction_timeout=i32Timedelta.parse(timedelta(seconds=60)))
     return ErrorCode(raw_round_trip(broker.port, request, ApiKey.INIT_PRODUCER_ID, 3).error_code)
 
 
-def broker_log_lines(broker: BrokerProcess) -> list[dict[str, Any]]:
+def broker_log_lines(broker: Broker) -> list[dict[str, Any]]:
     return [json.loads(line) for line in broker.logs().splitlines() if line.startswith("{")]
 
 
-def refused_init_producer_ids(broker: BrokerProcess) -> int:
+def refused_init_producer_ids(broker: Broker) -> int:
     return sum(line.get("event") == "request failed" and line.get("error") == "coordinator_load_in_progress"
                for line in broker_log_lines(broker))
 
@@ -131,7 +134,7 @@ def test_commit_stuck_on_a_full_disk_completes_once_space_is_freed(tiny_disk: Pa
     broker = start_broker(tiny_disk, tmp_path)
     try:
         topic, transactional_id = unique_topic("txn-disk"), "txn-disk"
-        create_topic(broker.bootstrap, topic)
+        create_topic(broker.bootstrap_servers, topic)
         producer, values = open_transaction_on_a_full_page(broker, topic, transactional_id)
 
         filler = fill(tiny_disk)
@@ -150,13 +153,14 @@ def test_commit_stuck_on_a_full_disk_completes_once_space_is_freed(tiny_disk: Pa
         poll_until(lambda: last_stable_offset(broker, topic) == len(values) + 1, timeout=30,
                    message="the COMMIT marker to be written by a retry")
         assert transaction_state(broker, transactional_id) == "CompleteCommit"
-        assert [r.value for r in consume(broker.bootstrap, topic, 2, isolation="read_committed")] == values
+        assert [r.value for r in consume(broker.bootstrap_servers, topic, 2, isolation="read_committed")] == values
 
         # The producer goes on with its next transaction.
         producer.begin_transaction()
         produce_in_transaction(producer, topic, b"next")
         producer.commit_transaction(15)
-        assert [r.value for r in consume(broker.bootstrap, topic, 3, isolation="read_committed")] == [*values, b"next"]
+        assert [r.value for r in consume(broker.bootstrap_servers, topic, 3, isolation="read_committed")] == [
+            *values, b"next"]
         logs = broker.logs()
         assert logs.count(STUCK_WARNING) == 1, "one warning per failure streak, not one per retry"
         assert "Traceback" not in logs
@@ -164,14 +168,14 @@ def test_commit_stuck_on_a_full_disk_completes_once_space_is_freed(tiny_disk: Pa
         try:
             broker.stop()
         except Exception:
-            broker.kill9()
+            broker.kill()
 
 
 def test_broker_stopped_with_a_commit_pending_finishes_it_on_restart(tiny_disk: Path, tmp_path: Path) -> None:
     broker = start_broker(tiny_disk, tmp_path)
     try:
         topic, transactional_id = unique_topic("txn-disk-restart"), "txn-disk-restart"
-        create_topic(broker.bootstrap, topic)
+        create_topic(broker.bootstrap_servers, topic)
         producer, values = open_transaction_on_a_full_page(broker, topic, transactional_id)
         filler = fill(tiny_disk)
         producer.commit_transaction(15)
@@ -185,13 +189,13 @@ def test_broker_stopped_with_a_commit_pending_finishes_it_on_restart(tiny_disk: 
         poll_until(lambda: last_stable_offset(broker, topic) == len(values) + 1,
                    message="recovery to write the COMMIT marker")
         assert transaction_state(broker, transactional_id) == "CompleteCommit"
-        assert [r.value for r in consume(broker.bootstrap, topic, 2, isolation="read_committed")] == values
+        assert [r.value for r in consume(broker.bootstrap_servers, topic, 2, isolation="read_committed")] == values
         assert "Traceback" not in broker.logs()
     finally:
         try:
             broker.stop()
         except Exception:
-            broker.kill9()
+            broker.kill()
 
 
 def test_init_producer_id_without_room_for_an_id_block_is_retried_by_the_client(
@@ -199,12 +203,12 @@ def test_init_producer_id_without_room_for_an_id_block_is_retried_by_the_client(
     broker = start_broker(tiny_disk, tmp_path)
     try:
         topic = unique_topic("pid-disk")
-        create_topic(broker.bootstrap, topic)
+        create_topic(broker.bootstrap_servers, topic)
         filler = fill(tiny_disk)  # before any producer id was handed out: the first block cannot be written
         assert init_producer_id_error(broker, None) == ErrorCode.coordinator_load_in_progress
 
         reports: list[Any] = []
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 0,
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True, "linger.ms": 0,
                              "message.timeout.ms": 30000})
         producer.produce(topic, b"idempotent", partition=0, on_delivery=lambda err, msg: reports.append(
             (err, msg.offset())))
@@ -224,10 +228,10 @@ def test_init_producer_id_without_room_for_an_id_block_is_retried_by_the_client(
         try:
             broker.stop()
         except Exception:
-            broker.kill9()
+            broker.kill()
 
 
-def join_group(broker: BrokerProcess, member_id: str = "") -> JoinGroupResponse:
+def join_group(broker: Broker, member_id: str = "") -> JoinGroupResponse:
     request = JoinGroupRequest(group_id=GROUP, session_timeout=i32Timedelta.parse(SESSION_TIMEOUT),
                                rebalance_timeout=i32Timedelta.parse(REBALANCE_TIMEOUT), member_id=member_id,
                                protocol_type="consumer",
@@ -237,7 +241,7 @@ def join_group(broker: BrokerProcess, member_id: str = "") -> JoinGroupResponse:
     return response
 
 
-def sync_group(broker: BrokerProcess, member_id: str, generation: int,
+def sync_group(broker: Broker, member_id: str, generation: int,
                assignments: dict[str, bytes] | None = None) -> tuple[ErrorCode, bytes]:
     request = SyncGroupRequest(group_id=GROUP, generation_id=generation, member_id=member_id, group_instance_id=None,
                                assignments=tuple(SyncGroupRequestAssignment(member_id=m, assignment=a)
@@ -246,12 +250,12 @@ def sync_group(broker: BrokerProcess, member_id: str, generation: int,
     return ErrorCode(response.error_code), bytes(response.assignment)
 
 
-def offsets_segment_size(broker: BrokerProcess) -> int:
+def offsets_segment_size(broker: Broker) -> int:
     [segment] = (broker.data_dir / "__consumer_offsets-0").glob("*.log")
     return segment.stat().st_size
 
 
-def pad_offsets_segment_to_a_page(broker: BrokerProcess, topic: str) -> None:
+def pad_offsets_segment_to_a_page(broker: Broker, topic: str) -> None:
     """Offset commits (of another group, same partition) sized so the segment ends on a page."""
     before = offsets_segment_size(broker)
     assert commit_offset(broker.port, "padding", topic, "m" * PROBE_BYTES) == ErrorCode.none
@@ -268,7 +272,7 @@ def test_sync_group_whose_assignment_cannot_be_stored_answers_every_member(tiny_
     broker = start_broker(tiny_disk, tmp_path)
     try:
         topic = unique_topic("group-disk")
-        create_topic(broker.bootstrap, topic)
+        create_topic(broker.bootstrap_servers, topic)
         first = join_group(broker)
         assert sync_group(broker, first.member_id, first.generation_id, {first.member_id: b"all"}) == \
             (ErrorCode.none, b"all")
@@ -307,4 +311,4 @@ def test_sync_group_whose_assignment_cannot_be_stored_answers_every_member(tiny_
         try:
             broker.stop()
         except Exception:
-            broker.kill9()
+            broker.kill()

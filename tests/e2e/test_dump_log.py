@@ -12,10 +12,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from minikafka.coordinator.hashing import partition_for
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import create_topic, transactional_producer
+from tests.support.clients import create_topic, transactional_producer
+from tests.support.names import unique_topic
 
 GROUP = "dump-group"
 TRANSACTIONAL_ID = "dump-tid"
@@ -35,14 +35,14 @@ def dump_log(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=60, check=False)
 
 
-def run_clients(broker: BrokerProcess, topic: str) -> None:
+def run_clients(broker: Broker, topic: str) -> None:
     """Offsets 0-2 plain records, 3 a committed record, 4 its COMMIT marker, 5 an aborted record, 6 ABORT."""
-    create_topic(broker.bootstrap, topic, 1, {"index.interval.bytes": "100"})
-    plain = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "enable.idempotence": False})
+    create_topic(broker.bootstrap_servers, topic, 1, {"index.interval.bytes": "100"})
+    plain = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0, "enable.idempotence": False})
     for i in range(3):
         plain.produce(topic, key=f"k{i}".encode(), value=f"plain-{i}".encode(), headers=[("h1", b"x"), ("h2", None)])
         assert plain.flush(10) == 0
-    producer = transactional_producer(broker.bootstrap, TRANSACTIONAL_ID)
+    producer = transactional_producer(broker.bootstrap_servers, TRANSACTIONAL_ID)
     producer.begin_transaction()
     producer.produce(topic, value=b"committed")
     producer.commit_transaction(15)
@@ -51,7 +51,7 @@ def run_clients(broker: BrokerProcess, topic: str) -> None:
     assert producer.flush(15) == 0  # the record reaches the log before the abort
     producer.abort_transaction(15)
 
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP, "enable.auto.commit": False,
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": GROUP, "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
     consumer.subscribe([topic])
     values = []
@@ -67,7 +67,7 @@ def run_clients(broker: BrokerProcess, topic: str) -> None:
     consumer.close()
 
 
-def test_dump_log_reads_what_the_broker_wrote(broker: BrokerProcess) -> None:
+def test_dump_log_reads_what_the_broker_wrote(broker: Broker) -> None:
     topic = unique_topic("dump")
     run_clients(broker, topic)
     assert broker.stop() == 0  # a clean close seals the time index and writes the producer snapshot
@@ -177,10 +177,10 @@ def test_dump_log_reads_what_the_broker_wrote(broker: BrokerProcess) -> None:
         r'"transactionLastUpdateTimestampMs":\d+,"transactionStartTimestampMs":\d+\}\}$', payloads[-1]), payloads[-1]
 
 
-def test_dump_log_of_a_damaged_segment(broker: BrokerProcess, tmp_path: Path) -> None:
+def test_dump_log_of_a_damaged_segment(broker: Broker, tmp_path: Path) -> None:
     topic = unique_topic("dumpbad")
-    create_topic(broker.bootstrap, topic)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    create_topic(broker.bootstrap_servers, topic)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
     for i in range(2):
         producer.produce(topic, value=f"v{i}".encode())
         assert producer.flush(10) == 0

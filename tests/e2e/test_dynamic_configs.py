@@ -39,7 +39,7 @@ from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.testing import Broker
 from minikafka.testing.broker import MODES, Mode
 
-from tests.e2e.test_raw_protocol import Wire
+from tests.support.wire import Wire
 
 MANUAL = {"minikafka.clock": "manual"}
 DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT, GROUP_SOURCE = 2, 3, 4, 5, 8

@@ -15,14 +15,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa:
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 from aiokafka.structs import OffsetAndMetadata  # noqa: E402
 
-from tests.conftest import unique_topic  # noqa: E402
+from tests.support.groups import split_evenly  # noqa: E402
+from tests.support.names import unique_topic  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def group_broker(broker_factory):
-    return broker_factory(**{"group.min.session.timeout.ms": "1000"})
 
 
 async def wait_for(predicate, timeout: float = 30.0, message: str = "condition") -> None:
@@ -63,31 +59,24 @@ def partitions(c: AIOKafkaConsumer) -> set[int]:
     return {tp.partition for tp in c.assignment()}
 
 
-def split_evenly(consumers: list[AIOKafkaConsumer], total: int = 4) -> bool:
-    sets = [partitions(c) for c in consumers]
-    union = set().union(*sets)
-    sizes = sorted(len(s) for s in sets)
-    return union == set(range(total)) and sum(sizes) == total and sizes[0] > 0 and sizes[-1] - sizes[0] <= 1
-
-
 async def test_split_rebalance_and_leave(group_broker) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = await create_topic(bootstrap)
     group = unique_topic("g")
     consumers = [await consumer(bootstrap, group, topic), await consumer(bootstrap, group, topic)]
     try:
-        await wait_for(lambda: split_evenly(consumers), message="two consumers to split")
+        await wait_for(lambda: split_evenly(map(partitions, consumers)), message="two consumers to split")
         consumers.append(await consumer(bootstrap, group, topic))
-        await wait_for(lambda: split_evenly(consumers), message="three consumers to split")
+        await wait_for(lambda: split_evenly(map(partitions, consumers)), message="three consumers to split")
         await consumers.pop(0).stop()
-        await wait_for(lambda: split_evenly(consumers), message="partitions to move after a leave")
+        await wait_for(lambda: split_evenly(map(partitions, consumers)), message="partitions to move after a leave")
     finally:
         for c in consumers:
             await c.stop()
 
 
 async def test_committed_offsets_survive_restart(group_broker) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = await create_topic(bootstrap, partitions=1)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
     await producer.start()
@@ -117,13 +106,13 @@ async def test_committed_offsets_survive_restart(group_broker) -> None:
 
 
 async def test_static_member_rejoins_without_rebalance(group_broker) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = await create_topic(bootstrap)
     group = unique_topic("g")
     a = await consumer(bootstrap, group, topic, group_instance_id="static-a", session_timeout_ms=30000)
     b = await consumer(bootstrap, group, topic, group_instance_id="static-b", session_timeout_ms=30000)
     try:
-        await wait_for(lambda: split_evenly([a, b]), message="static members to split")
+        await wait_for(lambda: split_evenly(map(partitions, [a, b])), message="static members to split")
         before_a, generation = partitions(a), b._coordinator.generation
         await a.stop()  # a static member does not leave the group on close
         a = await consumer(bootstrap, group, topic, group_instance_id="static-a", session_timeout_ms=30000)
@@ -137,7 +126,7 @@ async def test_static_member_rejoins_without_rebalance(group_broker) -> None:
 
 
 async def test_admin_describe_and_list(group_broker) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = await create_topic(bootstrap)
     group = unique_topic("g")
     c = await consumer(bootstrap, group, topic)
@@ -174,7 +163,7 @@ CHILD = textwrap.dedent("""
 
 
 async def test_killed_consumer_is_removed_after_session_timeout(group_broker) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = await create_topic(bootstrap)
     group = unique_topic("g")
     child = subprocess.Popen([sys.executable, "-c", CHILD, bootstrap, group, topic])

@@ -11,34 +11,16 @@ from collections.abc import Iterator
 import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka import Consumer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
 
-from tests.conftest import poll_until, unique_topic  # noqa: E402
+from tests.support.clients import new_topic  # noqa: E402
+from tests.support.groups import split_evenly  # noqa: E402
+from tests.support.names import unique_topic  # noqa: E402
+from tests.support.produce import SEND_AT_ONCE, numbered, produce  # noqa: E402
+from tests.support.waiting import poll_until  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
-
-GROUP_OVERRIDES = {"group.min.session.timeout.ms": "1000"}
-
-
-@pytest.fixture
-def group_broker(broker_factory):
-    return broker_factory(**GROUP_OVERRIDES)
-
-
-def create_topic(bootstrap: str, partitions: int = 4) -> str:
-    topic = unique_topic("grp")
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
-    return topic
-
-
-def produce(bootstrap: str, topic: str, count: int, partitions: int = 4) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": False, "linger.ms": 0})
-    for i in range(count):
-        producer.produce(topic, value=f"v{i}".encode(), key=f"k{i}".encode(), partition=i % partitions)
-    assert producer.flush(15) == 0
-
 
 class Member:
     """A consumer plus what its rebalance callbacks saw."""
@@ -89,14 +71,6 @@ def settle(members: list[Member], predicate, timeout: float = 30.0, message: str
     poll_until(step, timeout=timeout, interval=0, message=message)
 
 
-def split_evenly(members: list[Member], partitions: int = 4) -> bool:
-    sets = [m.assigned for m in members]
-    union = set().union(*sets)
-    disjoint = sum(len(s) for s in sets) == len(union)
-    sizes = sorted(len(s) for s in sets)
-    return union == set(range(partitions)) and disjoint and sizes[-1] - sizes[0] <= 1 and sizes[0] > 0
-
-
 @pytest.fixture
 def members() -> Iterator[list[Member]]:
     made: list[Member] = []
@@ -107,22 +81,23 @@ def members() -> Iterator[list[Member]]:
 
 
 def test_split_rebalance_and_leave(group_broker, members) -> None:
-    bootstrap = group_broker.bootstrap
-    topic = create_topic(bootstrap)
+    bootstrap = group_broker.bootstrap_servers
+    topic = new_topic(bootstrap, 4, "grp")
     group = unique_topic("g")
     members += [Member(bootstrap, group, topic), Member(bootstrap, group, topic)]
-    settle(members, lambda: split_evenly(members), message="two consumers to split 4 partitions")
+    settle(members, lambda: split_evenly(m.assigned for m in members), message="two consumers to split 4 partitions")
     members.append(Member(bootstrap, group, topic))
-    settle(members, lambda: split_evenly(members), message="three consumers to split 4 partitions")
+    settle(members, lambda: split_evenly(m.assigned for m in members), message="three consumers to split 4 partitions")
     leaving = members.pop(0)
     leaving.close()
-    settle(members, lambda: split_evenly(members), message="partitions of the leaver to move")
+    settle(members, lambda: split_evenly(m.assigned for m in members), message="partitions of the leaver to move")
 
 
 def test_committed_offsets_survive_restart(group_broker, members) -> None:
-    bootstrap = group_broker.bootstrap
-    topic = create_topic(bootstrap, partitions=1)
-    produce(bootstrap, topic, 10, partitions=1)
+    bootstrap = group_broker.bootstrap_servers
+    topic = new_topic(bootstrap, 1, "grp")
+    produce(bootstrap, topic, numbered(10), keys=numbered(10, "k"), partition=0,
+            **{"enable.idempotence": False, **SEND_AT_ONCE})
     group = unique_topic("g")
     first = Member(bootstrap, group, topic)
     members.append(first)
@@ -141,8 +116,8 @@ def test_committed_offsets_survive_restart(group_broker, members) -> None:
 
 
 def test_cooperative_sticky(group_broker, members) -> None:
-    bootstrap = group_broker.bootstrap
-    topic = create_topic(bootstrap)
+    bootstrap = group_broker.bootstrap_servers
+    topic = new_topic(bootstrap, 4, "grp")
     group = unique_topic("g")
     strategy = {"partition.assignment.strategy": "cooperative-sticky"}
     first = Member(bootstrap, group, topic, **strategy)
@@ -150,20 +125,20 @@ def test_cooperative_sticky(group_broker, members) -> None:
     settle(members, lambda: first.assigned == {0, 1, 2, 3}, message="first consumer to own everything")
     second = Member(bootstrap, group, topic, **strategy)
     members.append(second)
-    settle(members, lambda: split_evenly(members), message="cooperative rebalance")
+    settle(members, lambda: split_evenly(m.assigned for m in members), message="cooperative rebalance")
     # Incremental: the first consumer gave up only what moved, never its whole assignment.
     assert first.revoked and all(len(r) < 4 for r in first.revoked)
     assert first.assigned <= {0, 1, 2, 3} and len(first.assigned) == 2
 
 
 def test_static_member_rejoins_without_rebalance(group_broker, members) -> None:
-    bootstrap = group_broker.bootstrap
-    topic = create_topic(bootstrap)
+    bootstrap = group_broker.bootstrap_servers
+    topic = new_topic(bootstrap, 4, "grp")
     group = unique_topic("g")
     a = Member(bootstrap, group, topic, **{"group.instance.id": "static-a", "session.timeout.ms": 30000})
     b = Member(bootstrap, group, topic, **{"group.instance.id": "static-b", "session.timeout.ms": 30000})
     members += [a, b]
-    settle(members, lambda: split_evenly(members), message="static members to split")
+    settle(members, lambda: split_evenly(m.assigned for m in members), message="static members to split")
     before_a, b_calls, b_revokes = set(a.assigned), b.assign_calls, len(b.revoked)
     members.remove(a)
     a.close()  # static members do not send LeaveGroup
@@ -177,8 +152,8 @@ def test_static_member_rejoins_without_rebalance(group_broker, members) -> None:
 
 
 def test_admin_describe_list_delete(group_broker, members) -> None:
-    bootstrap = group_broker.bootstrap
-    topic = create_topic(bootstrap)
+    bootstrap = group_broker.bootstrap_servers
+    topic = new_topic(bootstrap, 4, "grp")
     group = unique_topic("g")
     member = Member(bootstrap, group, topic)
     members.append(member)
@@ -213,8 +188,8 @@ CHILD = textwrap.dedent("""
 
 
 def test_killed_consumer_is_removed_after_session_timeout(group_broker, members) -> None:
-    bootstrap = group_broker.bootstrap
-    topic = create_topic(bootstrap)
+    bootstrap = group_broker.bootstrap_servers
+    topic = new_topic(bootstrap, 4, "grp")
     group = unique_topic("g")
     child = subprocess.Popen([sys.executable, "-c", CHILD, bootstrap, group, topic], stdout=subprocess.PIPE)
     try:

@@ -31,7 +31,8 @@ from kafka import TopicPartition as KafkaPythonTopicPartition  # noqa: E402
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor  # noqa: E402
 from kafka.errors import GroupSubscribedToTopicError, NoError  # noqa: E402
 
-from tests.conftest import poll_until, unique_topic  # noqa: E402
+from tests.support.names import unique_topic  # noqa: E402
+from tests.support.waiting import poll_until  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -147,7 +148,7 @@ def test_commit_with_an_older_generation_during_a_rebalance_is_illegal_generatio
     processed after the join completes, when the group is CompletingRebalance with a newer
     generation. Kafka answers ILLEGAL_GENERATION there, not REBALANCE_IN_PROGRESS."""
     broker = broker_factory(**FAST_GROUPS)
-    bootstrap = broker.bootstrap
+    bootstrap = broker.bootstrap_servers
     topic, other = unique_topic("commit"), unique_topic("commit-b")
     create_topics(bootstrap, {topic: 2, other: 1})
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
@@ -205,7 +206,7 @@ def test_commit_with_an_older_generation_during_a_rebalance_is_illegal_generatio
 
 def test_offset_delete_fails_only_the_subscribed_topics_partitions(broker_factory, closing) -> None:
     broker = broker_factory(**FAST_GROUPS)
-    bootstrap = broker.bootstrap
+    bootstrap = broker.bootstrap_servers
     subscribed, unsubscribed = unique_topic("sub"), unique_topic("unsub")
     create_topics(bootstrap, {subscribed: 2, unsubscribed: 1})
     group = unique_topic("g")
@@ -236,7 +237,7 @@ def test_cooperative_wildcard_new_topics_only_add(broker_factory, closing) -> No
     """librdkafka 0113 n_wildcard: two consumers on a regex that matches nothing yet; two topics
     appear; each consumer gets two partitions in one assignment and nothing is revoked."""
     broker = broker_factory(**KAFKA_DEFAULT_DELAY)
-    bootstrap = broker.bootstrap
+    bootstrap = broker.bootstrap_servers
     base = unique_topic("wild").replace("-", "_")
     group = unique_topic("g")
     rebalances = [Rebalances(), Rebalances()]
@@ -260,7 +261,7 @@ def test_cooperative_unsubscribe_gives_the_other_consumer_one_assignment(broker_
     """librdkafka 0113 l_unsubscribe: one assignment each to start; when one consumer unsubscribes
     the other gets its partitions in exactly one more assignment, with no revocation."""
     broker = broker_factory(**KAFKA_DEFAULT_DELAY)
-    bootstrap = broker.bootstrap
+    bootstrap = broker.bootstrap_servers
     first, second = unique_topic("unsub1"), unique_topic("unsub2")
     create_topics(bootstrap, {first: 2, second: 2})
     group = unique_topic("g")
@@ -288,7 +289,7 @@ def test_cooperative_static_member_restart_gets_its_assignment_back(broker_facto
     """librdkafka 0102: a static member that restarts within its session timeout gets its partitions
     back without a rebalance: the other member sees no callback at all."""
     broker = broker_factory(**FAST_GROUPS)
-    bootstrap = broker.bootstrap
+    bootstrap = broker.bootstrap_servers
     topic = unique_topic("static")
     create_topics(bootstrap, {topic: 3})
     group = unique_topic("g")
@@ -333,7 +334,7 @@ def test_list_groups_v5_type_filter(broker_factory, closing) -> None:
     from confluent_kafka import ConsumerGroupType
 
     broker = broker_factory(**FAST_GROUPS)
-    bootstrap = broker.bootstrap
+    bootstrap = broker.bootstrap_servers
     topic = unique_topic("listed")
     create_topics(bootstrap, {topic: 1})
     group = unique_topic("g")
@@ -363,7 +364,7 @@ def test_authorized_operations_as_kafka_without_an_authorizer(broker_factory, cl
     from confluent_kafka.admin import AclOperation
 
     broker = broker_factory(**FAST_GROUPS)
-    bootstrap = broker.bootstrap
+    bootstrap = broker.bootstrap_servers
     topic = unique_topic("authz")
     create_topics(bootstrap, {topic: 1})
     group = unique_topic("g")
@@ -420,7 +421,7 @@ def test_legacy_alter_configs_replaces_the_topic_overrides(broker_factory) -> No
     from kafka.admin import ConfigResourceType
 
     broker = broker_factory()
-    bootstrap = broker.bootstrap
+    bootstrap = broker.bootstrap_servers
     topic = unique_topic("legacy")
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "5000", "cleanup.policy": "compact"})])
@@ -475,11 +476,11 @@ def test_alter_configs_preprocessing_as_kafka(broker_factory) -> None:
     from minikafka.protocol.codec import decode_response, encode_request
     from minikafka.protocol.errors import ErrorCode
 
-    from tests.e2e.test_raw_protocol import Wire
+    from tests.support.wire import Wire
 
     broker = broker_factory()
     twice, keys, good = unique_topic("twice"), unique_topic("keys"), unique_topic("good")
-    create_topics(broker.bootstrap, {twice: 1, keys: 1, good: 1})
+    create_topics(broker.bootstrap_servers, {twice: 1, keys: 1, good: 1})
     topic_type, set_op = 2, 0
 
     def ask(wire: Wire, correlation_id: int, request: Any) -> Any:
@@ -520,6 +521,6 @@ def test_alter_configs_preprocessing_as_kafka(broker_factory) -> None:
             (ErrorCode.invalid_request, "Null value not supported for : retention.ms, segment.ms")]
     finally:
         wire.close()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     assert _topic_overrides(admin, twice) == {} and _topic_overrides(admin, keys) == {}
     assert _topic_overrides(admin, good) == {"retention.ms": "4000"}

@@ -16,16 +16,13 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic  # noqa: E402
 from kafka.structs import OffsetAndMetadata  # noqa: E402
 
-from tests.conftest import poll_until, unique_topic  # noqa: E402
+from tests.support.groups import split_evenly  # noqa: E402
+from tests.support.names import unique_topic  # noqa: E402
+from tests.support.waiting import poll_until  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
 POLL_MS = 2000  # see Polled
-
-
-@pytest.fixture
-def group_broker(broker_factory):
-    return broker_factory(**{"group.min.session.timeout.ms": "1000"})
 
 
 @pytest.fixture
@@ -104,27 +101,20 @@ def settle(consumers: list, predicate, timeout: float = 30.0, message: str = "as
     return poll_until(step, timeout=timeout, interval=0.05, message=message)
 
 
-def split_evenly(consumers: list, total: int = 4) -> bool:
-    sets = [partitions(c) for c in consumers]
-    union = set().union(*sets)
-    sizes = sorted(len(s) for s in sets)
-    return union == set(range(total)) and sum(sizes) == total and sizes[0] > 0 and sizes[-1] - sizes[0] <= 1
-
-
 def test_split_rebalance_and_leave(group_broker, consumers) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = create_topic(bootstrap)
     group = unique_topic("g")
     consumers += [Polled(consumer(bootstrap, group, topic)), Polled(consumer(bootstrap, group, topic))]
-    settle(consumers, lambda: split_evenly(consumers), message="two consumers to split")
+    settle(consumers, lambda: split_evenly(map(partitions, consumers)), message="two consumers to split")
     consumers.append(Polled(consumer(bootstrap, group, topic)))
-    settle(consumers, lambda: split_evenly(consumers), message="three consumers to split")
+    settle(consumers, lambda: split_evenly(map(partitions, consumers)), message="three consumers to split")
     consumers.pop(0).close()
-    settle(consumers, lambda: split_evenly(consumers), message="partitions to move after a leave")
+    settle(consumers, lambda: split_evenly(map(partitions, consumers)), message="partitions to move after a leave")
 
 
 def test_committed_offsets_survive_restart(group_broker, consumers) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = create_topic(bootstrap, partitions=1)
     producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False)
     for i in range(10):
@@ -154,13 +144,13 @@ def test_committed_offsets_survive_restart(group_broker, consumers) -> None:
 
 
 def test_static_member_rejoins_without_rebalance(group_broker, consumers) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = create_topic(bootstrap)
     group = unique_topic("g")
     a = Polled(consumer(bootstrap, group, topic, group_instance_id="static-a", session_timeout_ms=30000))
     b = Polled(consumer(bootstrap, group, topic, group_instance_id="static-b", session_timeout_ms=30000))
     consumers += [a, b]
-    settle(consumers, lambda: split_evenly(consumers), message="static members to split")
+    settle(consumers, lambda: split_evenly(map(partitions, consumers)), message="static members to split")
     before_a = partitions(a)
     generation = b.consumer._coordinator._generation.generation_id
     consumers.remove(a)
@@ -178,7 +168,7 @@ def test_static_member_rejoins_without_rebalance(group_broker, consumers) -> Non
 
 
 def test_admin_describe_list_delete(group_broker, consumers) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = create_topic(bootstrap)
     group = unique_topic("g")
     c = consumer(bootstrap, group, topic)
@@ -213,7 +203,7 @@ CHILD = textwrap.dedent("""
 
 
 def test_killed_consumer_is_removed_after_session_timeout(group_broker, consumers) -> None:
-    bootstrap = group_broker.bootstrap
+    bootstrap = group_broker.bootstrap_servers
     topic = create_topic(bootstrap)
     group = unique_topic("g")
     child = subprocess.Popen([sys.executable, "-c", CHILD, bootstrap, group, topic])

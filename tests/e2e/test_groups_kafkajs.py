@@ -8,8 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, unique_topic
+from tests.support.names import unique_topic
 
 JS_DIR = Path(__file__).parent / "js"
 NODE = shutil.which("node")
@@ -23,10 +24,10 @@ pytestmark = [
 ]
 
 
-def test_group_lifecycle(broker: BrokerProcess) -> None:
+def test_group_lifecycle(broker: Broker) -> None:
     topic, group = unique_topic("kjsg"), unique_topic("kjs-group")
     proc = subprocess.run(
-        [NODE or "node", str(JS_DIR / "groups.js"), broker.bootstrap, topic, group],
+        [NODE or "node", str(JS_DIR / "groups.js"), broker.bootstrap_servers, topic, group],
         capture_output=True, text=True, timeout=90, check=False,
     )
     result = json.loads(proc.stdout or "{}")

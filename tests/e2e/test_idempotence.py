@@ -11,19 +11,21 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import Producer
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
 from minikafka.protocol.codec import decode_response, encode_request
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
+from tests.support.clients import consume, create_topic
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
+from tests.support.wire import Wire
 
 from .fault_proxy import FaultProxy
-from .helpers import consume, create_topic
-from .test_raw_protocol import Wire
 
 MESSAGES = 100_000
 PARTITIONS = 3
 
 
 @pytest.fixture
-def proxied(broker_factory) -> tuple[BrokerProcess, FaultProxy]:
+def proxied(broker_factory) -> tuple[Broker, FaultProxy]:
     """A broker that advertises a fault proxy's address, so clients talk through the proxy only."""
     proxy = FaultProxy(0, drop_produce=lambda n: n % 37 == 0)
     broker = broker_factory(**{"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"})
@@ -32,7 +34,7 @@ def proxied(broker_factory) -> tuple[BrokerProcess, FaultProxy]:
     proxy.close()
 
 
-def assert_exactly_once_in_order(broker: BrokerProcess, topic: str, total: int) -> None:
+def assert_exactly_once_in_order(broker: Broker, topic: str, total: int) -> None:
     # Read straight from the broker (its own port), not through the proxy.
     records = consume(f"127.0.0.1:{broker.port}", topic, total, partitions=tuple(range(PARTITIONS)), timeout=60)
     numbers = [int(r.value) for r in records]  # type: ignore[arg-type]
@@ -66,10 +68,10 @@ def produce_numbered(producer: Producer, topic: str, numbers: range, failures: l
         producer.poll(0)
 
 
-def test_confluent_idempotent_through_dropped_responses(proxied: tuple[BrokerProcess, FaultProxy]) -> None:
+def test_confluent_idempotent_through_dropped_responses(proxied: tuple[Broker, FaultProxy]) -> None:
     broker, proxy = proxied
     topic = unique_topic("idemproxy")
-    create_topic(broker.bootstrap, topic, PARTITIONS)
+    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
     producer = confluent_idempotent(f"127.0.0.1:{proxy.port}")
     failures: list = []
     produce_numbered(producer, topic, range(MESSAGES), failures)
@@ -79,11 +81,11 @@ def test_confluent_idempotent_through_dropped_responses(proxied: tuple[BrokerPro
     assert_exactly_once_in_order(broker, topic, MESSAGES)
 
 
-async def test_aiokafka_idempotent_through_dropped_responses(proxied: tuple[BrokerProcess, FaultProxy]) -> None:
+async def test_aiokafka_idempotent_through_dropped_responses(proxied: tuple[Broker, FaultProxy]) -> None:
     broker, proxy = proxied
     proxy.drop_produce = lambda n: n % 5 == 0  # aiokafka packs more into each request
     topic = unique_topic("aioidem")
-    create_topic(broker.bootstrap, topic, PARTITIONS)
+    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
     producer = AIOKafkaProducer(bootstrap_servers=f"127.0.0.1:{proxy.port}", enable_idempotence=True,
                                 linger_ms=5, request_timeout_ms=10_000, retry_backoff_ms=50)
     await producer.start()
@@ -100,10 +102,10 @@ async def test_aiokafka_idempotent_through_dropped_responses(proxied: tuple[Brok
 
 
 @pytest.mark.parametrize("hard", [True, False], ids=["kill-9", "clean"])
-def test_confluent_idempotent_across_broker_restart(broker: BrokerProcess, hard: bool) -> None:
+def test_confluent_idempotent_across_broker_restart(broker: Broker, hard: bool) -> None:
     topic = unique_topic("idemrestart")
-    create_topic(broker.bootstrap, topic, PARTITIONS)
-    producer = confluent_idempotent(broker.bootstrap)
+    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
+    producer = confluent_idempotent(broker.bootstrap_servers)
     failures: list = []
     delivered = [0]
 
@@ -134,7 +136,7 @@ def test_confluent_idempotent_across_broker_restart(broker: BrokerProcess, hard:
     assert producers[0].current_txn_start_offset == -1
 
 
-def describe_producers(broker: BrokerProcess, topic: str, partition: int) -> tuple:
+def describe_producers(broker: Broker, topic: str, partition: int) -> tuple:
     """DescribeProducers over the raw protocol (confluent-kafka's Python admin does not expose it)."""
     request = DescribeProducersRequest(topics=(TopicRequest(name=topic, partition_indexes=(partition,)),))
     wire = Wire(broker)

@@ -13,8 +13,9 @@ from kafka.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, unique_topic
+from tests.support.names import unique_topic
 
 
 def read(bootstrap: str, topic: str, count: int, offset: int = 0, deadline: float = 20.0) -> list:
@@ -32,11 +33,11 @@ def read(bootstrap: str, topic: str, count: int, offset: int = 0, deadline: floa
     return records
 
 
-def admin_for(broker: BrokerProcess) -> KafkaAdminClient:
-    return KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+def admin_for(broker: Broker) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
 
 
-def test_admin(broker: BrokerProcess) -> None:
+def test_admin(broker: Broker) -> None:
     admin = admin_for(broker)
     name = unique_topic("kpadmin")
     admin.create_topics([NewTopic(name, 2, 1, topic_configs={"cleanup.policy": "delete"})])
@@ -57,51 +58,52 @@ def test_admin(broker: BrokerProcess) -> None:
     admin.close()
 
 
-def test_round_trip(broker: BrokerProcess) -> None:
+def test_round_trip(broker: Broker) -> None:
     topic = unique_topic("kprt")
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", enable_idempotence=False)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all", enable_idempotence=False)
     meta = producer.send(topic, value=b"v", key=b"k", headers=[("h", b"1")], timestamp_ms=1_600_000_000_000).get(20)
     producer.send(topic, value=None, key=b"k2").get(20)
     producer.close()
     assert meta.offset == 0
-    records = read(broker.bootstrap, topic, 2)
+    records = read(broker.bootstrap_servers, topic, 2)
     assert [(r.offset, r.key, r.value) for r in records] == [(0, b"k", b"v"), (1, b"k2", None)]
     assert list(records[0].headers) == [("h", b"1")]
     assert records[0].timestamp == 1_600_000_000_000
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
-def test_compression(broker: BrokerProcess, codec: str) -> None:
+def test_compression(broker: Broker, codec: str) -> None:
     topic = unique_topic(f"kp{codec}")
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type=codec, linger_ms=20,
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, compression_type=codec, linger_ms=20,
                              enable_idempotence=False)
     futures = [producer.send(topic, f"{codec}-{i}".encode() * 8) for i in range(300)]
     for future in futures:
         future.get(20)
     producer.close()
-    assert [r.value for r in read(broker.bootstrap, topic, 300)] == [f"{codec}-{i}".encode() * 8 for i in range(300)]
+    assert [r.value for r in read(broker.bootstrap_servers, topic, 300)] == [
+        f"{codec}-{i}".encode() * 8 for i in range(300)]
 
 
-def test_offsets_and_seek(broker: BrokerProcess) -> None:
+def test_offsets_and_seek(broker: Broker) -> None:
     topic = unique_topic("kpoff")
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=False)
     base = int(time.time() * 1000) - 60_000
     for i in range(10):
         producer.send(topic, str(i).encode(), timestamp_ms=base + i * 10).get(20)
     producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None)
     tp = TopicPartition(topic, 0)
     assert consumer.beginning_offsets([tp])[tp] == 0
     assert consumer.end_offsets([tp])[tp] == 10
     found = consumer.offsets_for_times({tp: base + 51})
     assert found[tp].offset == 6 and found[tp].timestamp == base + 60
     consumer.close()
-    assert [r.value for r in read(broker.bootstrap, topic, 2, offset=8)] == [b"8", b"9"]
+    assert [r.value for r in read(broker.bootstrap_servers, topic, 2, offset=8)] == [b"8", b"9"]
 
 
-def test_delete_records(broker: BrokerProcess) -> None:
+def test_delete_records(broker: Broker) -> None:
     topic = unique_topic("kpdel")
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=False)
     for i in range(5):
         producer.send(topic, str(i).encode()).get(20)
     producer.close()
@@ -111,35 +113,35 @@ def test_delete_records(broker: BrokerProcess) -> None:
     result = admin.delete_records({TopicPartition(topic, 0): 3})
     assert result[TopicPartition(topic, 0)]["low_watermark"] == 3
     admin.close()
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None)
     assert consumer.beginning_offsets([TopicPartition(topic, 0)])[TopicPartition(topic, 0)] == 3
     consumer.close()
 
 
-def test_idempotent_producer(broker: BrokerProcess) -> None:
+def test_idempotent_producer(broker: Broker) -> None:
     topic = unique_topic("kpidem")
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=True, acks="all")
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=True, acks="all")
     futures = [producer.send(topic, str(i).encode()) for i in range(500)]
     for future in futures:
         future.get(20)
     producer.close()
-    assert [int(r.value) for r in read(broker.bootstrap, topic, 500)] == list(range(500))
+    assert [int(r.value) for r in read(broker.bootstrap_servers, topic, 500)] == list(range(500))
 
 
 @pytest.mark.parametrize("acks", [0, 1, "all"])
-def test_acks(broker: BrokerProcess, acks: object) -> None:
+def test_acks(broker: Broker, acks: object) -> None:
     topic = unique_topic("kpacks")
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks=acks, enable_idempotence=False)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks=acks, enable_idempotence=False)
     results = [producer.send(topic, key=None if i % 2 else b"k", value=str(i).encode()).get(20) for i in range(20)]
     producer.close()
     if acks != 0:  # acks=0 gets no response, so the client cannot know the offsets
         assert [m.offset for m in results] == list(range(20))
-    records = read(broker.bootstrap, topic, 20)
+    records = read(broker.bootstrap_servers, topic, 20)
     assert [(r.offset, r.key, r.value) for r in records] == [
         (i, None if i % 2 else b"k", str(i).encode()) for i in range(20)]
 
 
-def test_admin_cluster_offsets_configs_and_errors(broker: BrokerProcess) -> None:
+def test_admin_cluster_offsets_configs_and_errors(broker: Broker) -> None:
     admin = admin_for(broker)
     try:
         cluster = admin.describe_cluster()
@@ -152,7 +154,7 @@ def test_admin_cluster_offsets_configs_and_errors(broker: BrokerProcess) -> None
         with pytest.raises(UnknownTopicOrPartitionError):
             admin.delete_topics([unique_topic("nosuch")])
 
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=False)
         base = int(time.time() * 1000) - 60_000
         for i, delta in enumerate([5, 50, 20, 30]):
             producer.send(topic, str(i).encode(), partition=1, timestamp_ms=base + delta).get(20)
@@ -176,13 +178,13 @@ def test_admin_cluster_offsets_configs_and_errors(broker: BrokerProcess) -> None
         admin.close()
 
 
-def test_seek_to_beginning_end_and_position(broker: BrokerProcess) -> None:
+def test_seek_to_beginning_end_and_position(broker: Broker) -> None:
     topic = unique_topic("kpseek")
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False, linger_ms=5)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=False, linger_ms=5)
     for future in [producer.send(topic, f"m{i}".encode()) for i in range(12)]:
         future.get(20)
     producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None, enable_auto_commit=False)
     tp = TopicPartition(topic, 0)
     consumer.assign([tp])
     try:
@@ -206,26 +208,27 @@ def test_seek_to_beginning_end_and_position(broker: BrokerProcess) -> None:
         consumer.close()
 
 
-def test_too_large_message_is_rejected_by_the_broker(broker: BrokerProcess) -> None:
+def test_too_large_message_is_rejected_by_the_broker(broker: Broker) -> None:
     topic = unique_topic("kpbig")
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False,
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=False,
                              max_request_size=5_000_000, retries=0)
     with pytest.raises(MessageSizeTooLargeError):
         producer.send(topic, b"x" * 1_200_000).get(20)
     assert producer.send(topic, b"small").get(20).offset == 0
     producer.close()
-    assert [r.value for r in read(broker.bootstrap, topic, 1)] == [b"small"]
+    assert [r.value for r in read(broker.bootstrap_servers, topic, 1)] == [b"small"]
 
 
 def test_large_value_round_trip(broker_factory) -> None:
     broker = broker_factory(**{"message.max.bytes": "2000000"})
     topic = unique_topic("kpmib")
     big = bytes(range(256)) * 4096
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False,
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=False,
                              max_request_size=3_000_000, compression_type="gzip")
     assert producer.send(topic, big, key=b"big").get(20).offset == 0
     producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, max_partition_fetch_bytes=3_000_000,
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=None,
+                             max_partition_fetch_bytes=3_000_000,
                              fetch_max_bytes=3_000_000)
     tp = TopicPartition(topic, 0)
     consumer.assign([tp])

@@ -11,10 +11,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import consume, create_topic
+from tests.support.clients import consume, create_topic
+from tests.support.names import unique_topic
 
 JS_DIR = Path(__file__).parent / "js"
 NODE = shutil.which("node")
@@ -33,9 +33,9 @@ def run_js(script: str, *args: str) -> dict:
     return output
 
 
-def test_admin_and_produce(broker: BrokerProcess) -> None:
+def test_admin_and_produce(broker: Broker) -> None:
     topic = unique_topic("kjs")
-    result = run_js("admin_produce.js", broker.bootstrap, topic)
+    result = run_js("admin_produce.js", broker.bootstrap_servers, topic)
     assert result["created"] is True and result["createdAgain"] is False
     assert result["listed"] is True
     assert result["partitions"] == 3
@@ -49,29 +49,29 @@ def test_admin_and_produce(broker: BrokerProcess) -> None:
     after = {o["partition"]: o for o in result["offsetsAfterDelete"]}
     assert after[0]["low"] == "1"
 
-    got = consume(broker.bootstrap, topic, 2, offset=1)
+    got = consume(broker.bootstrap_servers, topic, 2, offset=1)
     assert [(r.offset, r.key, r.value) for r in got] == [(1, None, b"v2"), (2, b"k3", None)]
-    gz = consume(broker.bootstrap, topic, 2, partitions=(1,))
+    gz = consume(broker.bootstrap_servers, topic, 2, partitions=(1,))
     assert [r.value for r in gz] == [b"gz-1", b"gz-2"]
 
 
-def test_delete_topic(broker: BrokerProcess) -> None:
+def test_delete_topic(broker: Broker) -> None:
     topic = unique_topic("kjsdel")
-    create_topic(broker.bootstrap, topic)
-    assert run_js("delete_topic.js", broker.bootstrap, topic) == {"gone": True}
+    create_topic(broker.bootstrap_servers, topic)
+    assert run_js("delete_topic.js", broker.bootstrap_servers, topic) == {"gone": True}
 
 
-def test_idempotent_producer(broker: BrokerProcess) -> None:
+def test_idempotent_producer(broker: Broker) -> None:
     topic = unique_topic("kjsidem")
-    create_topic(broker.bootstrap, topic)
-    assert run_js("idempotent.js", broker.bootstrap, topic, "3000") == {"sent": 3000}
-    assert [int(r.value) for r in consume(broker.bootstrap, topic, 3000)] == list(range(3000))  # type: ignore[arg-type]
+    create_topic(broker.bootstrap_servers, topic)
+    assert run_js("idempotent.js", broker.bootstrap_servers, topic, "3000") == {"sent": 3000}
+    assert [int(r.value) for r in consume(broker.bootstrap_servers, topic, 3000)] == list(range(3000))  # type: ignore[arg-type]
 
 
 def test_admin_edges_and_acks(broker_factory) -> None:
     broker = broker_factory(**{"auto.create.topics.enable": "false"})
     topic = unique_topic("kjsedge")
-    result = run_js("admin_edges.js", broker.bootstrap, topic)
+    result = run_js("admin_edges.js", broker.bootstrap_servers, topic)
     assert result["cluster"]["brokers"] == [{"nodeId": 1, "host": "127.0.0.1", "port": broker.port}]
     assert result["cluster"]["controller"] == 1 and result["cluster"]["clusterId"]
     assert result["created"] is True
@@ -91,12 +91,12 @@ def test_admin_edges_and_acks(broker_factory) -> None:
     assert [(o["low"], o["high"]) for o in result["offsetsAfterDeleteAll"]] == [("5", "5")]
 
 
-def test_what_kafkajs_wrote_reads_back_with_librdkafka(broker: BrokerProcess) -> None:
+def test_what_kafkajs_wrote_reads_back_with_librdkafka(broker: Broker) -> None:
     """Keys, null keys, repeated headers, timestamps and a multi-record batch from kafkajs, read by librdkafka."""
     topic = unique_topic("kjsread")
-    result = run_js("produce_only.js", broker.bootstrap, topic)
+    result = run_js("produce_only.js", broker.bootstrap_servers, topic)
     assert result == {"baseOffsets": ["0", "1", "2"]}
-    got = consume(broker.bootstrap, topic, 4)
+    got = consume(broker.bootstrap_servers, topic, 4)
     assert [(r.offset, r.key, r.value) for r in got] == [
         (0, b"acks1", b"v1"), (1, b"acks-1", b"v-1"), (2, None, b"b1"), (3, None, b"b2")]
     assert got[0].headers == (("a", b"1"), ("b", b"x"), ("b", b"y"))

@@ -8,34 +8,34 @@ import subprocess
 
 import pytest
 from confluent_kafka import Producer
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import consume, create_topic, transactional_producer
+from tests.support.clients import consume, create_topic, transactional_producer
+from tests.support.names import unique_topic
 
 KCAT = shutil.which("kcat")
 pytestmark = [pytest.mark.kcat, pytest.mark.skipif(KCAT is None, reason="kcat is not installed")]
 
 
-def kcat(broker: BrokerProcess, *args: str, stdin: str | None = None) -> str:
-    result = subprocess.run([KCAT or "kcat", "-b", broker.bootstrap, *args], input=stdin, capture_output=True,
+def kcat(broker: Broker, *args: str, stdin: str | None = None) -> str:
+    result = subprocess.run([KCAT or "kcat", "-b", broker.bootstrap_servers, *args], input=stdin, capture_output=True,
                             text=True, timeout=30, check=False)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
-def test_metadata_json(broker: BrokerProcess) -> None:
+def test_metadata_json(broker: Broker) -> None:
     topic = unique_topic("kcatmeta")
-    create_topic(broker.bootstrap, topic, 3)
+    create_topic(broker.bootstrap_servers, topic, 3)
     metadata = json.loads(kcat(broker, "-L", "-J"))
-    assert metadata["brokers"] == [{"id": 1, "name": broker.bootstrap}]
+    assert metadata["brokers"] == [{"id": 1, "name": broker.bootstrap_servers}]
     [entry] = [t for t in metadata["topics"] if t["topic"] == topic]
     assert [p["partition"] for p in entry["partitions"]] == [0, 1, 2]
     assert all(p["leader"] == 1 for p in entry["partitions"])
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
-def test_produce_and_consume(broker: BrokerProcess, codec: str) -> None:
+def test_produce_and_consume(broker: Broker, codec: str) -> None:
     topic = unique_topic(f"kcat{codec}")
     lines = "".join(f"key{i}:value-{i}\n" for i in range(50))
     kcat(broker, "-P", "-t", topic, "-K:", "-z", codec, "-H", "origin=kcat", stdin=lines)
@@ -44,20 +44,20 @@ def test_produce_and_consume(broker: BrokerProcess, codec: str) -> None:
     assert [(m["offset"], m["key"], m["payload"]) for m in messages] == [
         (i, f"key{i}", f"value-{i}") for i in range(50)]
     assert messages[0]["headers"] == ["origin", "kcat"]
-    assert [r.value for r in consume(broker.bootstrap, topic, 50)] == [f"value-{i}".encode() for i in range(50)]
+    assert [r.value for r in consume(broker.bootstrap_servers, topic, 50)] == [f"value-{i}".encode() for i in range(50)]
 
 
-def test_consume_from_offset(broker: BrokerProcess) -> None:
+def test_consume_from_offset(broker: Broker) -> None:
     topic = unique_topic("kcatoff")
     kcat(broker, "-P", "-t", topic, stdin="".join(f"m{i}\n" for i in range(10)))
     out = kcat(broker, "-C", "-t", topic, "-o", "7", "-e", "-f", "%o=%s\\n")
     assert out.splitlines() == ["7=m7", "8=m8", "9=m9"]
 
 
-def test_offset_query_by_timestamp(broker: BrokerProcess) -> None:
+def test_offset_query_by_timestamp(broker: Broker) -> None:
     topic = unique_topic("kcatq")
-    create_topic(broker.bootstrap, topic)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    create_topic(broker.bootstrap_servers, topic)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
     base = 1_700_000_000_000
     for i in range(3):
         producer.produce(topic, value=b"x", timestamp=base + i * 1000)
@@ -66,7 +66,7 @@ def test_offset_query_by_timestamp(broker: BrokerProcess) -> None:
     assert out.split() == [topic, "[0]", "offset", "2"]
 
 
-def test_consumer_offsets_topic_holds_kafka_format_records(broker: BrokerProcess) -> None:
+def test_consumer_offsets_topic_holds_kafka_format_records(broker: Broker) -> None:
     """A committed offset is an OffsetCommitKey v1 / OffsetCommitValue v3 record any client can read."""
     import struct
 
@@ -75,13 +75,13 @@ def test_consumer_offsets_topic_holds_kafka_format_records(broker: BrokerProcess
 
     topic = unique_topic("kcatco")
     group = unique_topic("kcatgroup")
-    create_topic(broker.bootstrap, topic)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    create_topic(broker.bootstrap_servers, topic)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "enable.auto.commit": False})
     consumer.commit(offsets=[TopicPartition(topic, 0, 42)], asynchronous=False)
     consumer.close()
     partition = partition_for(group, 50)
     # Length-prefixed output: binary keys and values may contain any byte, newlines included.
-    out = subprocess.run([KCAT or "kcat", "-b", broker.bootstrap, "-C", "-t", "__consumer_offsets", "-p",
+    out = subprocess.run([KCAT or "kcat", "-b", broker.bootstrap_servers, "-C", "-t", "__consumer_offsets", "-p",
                           str(partition), "-o", "beginning", "-e", "-f", "%K %S %k%s"],
                          capture_output=True, timeout=30, check=True).stdout
     records = []
@@ -108,9 +108,9 @@ def test_consumer_offsets_topic_holds_kafka_format_records(broker: BrokerProcess
     assert commit_timestamp > 1_600_000_000_000
 
 
-def test_partition_headers_nulls_and_timestamps(broker: BrokerProcess) -> None:
+def test_partition_headers_nulls_and_timestamps(broker: Broker) -> None:
     topic = unique_topic("kcathdr")
-    create_topic(broker.bootstrap, topic, 2)
+    create_topic(broker.bootstrap_servers, topic, 2)
     # -Z: an empty key or value is sent as NULL
     kcat(broker, "-P", "-t", topic, "-p", "1", "-K:", "-Z", "-H", "a=1", "-H", "a=2", "-H", "b=x",
          stdin="k1:v1\n:nokey\nk3:\n")
@@ -120,18 +120,18 @@ def test_partition_headers_nulls_and_timestamps(broker: BrokerProcess) -> None:
         (1, 0, "k1", "v1"), (1, 1, None, "nokey"), (1, 2, "k3", None)]
     assert all(m["headers"] == ["a", "1", "a", "2", "b", "x"] for m in messages)
     assert all(m["tstype"] == "create" and m["ts"] > 1_600_000_000_000 for m in messages)
-    assert [(r.key, r.value) for r in consume(broker.bootstrap, topic, 3, partitions=(1,))] == [
+    assert [(r.key, r.value) for r in consume(broker.bootstrap_servers, topic, 3, partitions=(1,))] == [
         (b"k1", b"v1"), (None, b"nokey"), (b"k3", None)]
     from confluent_kafka import Consumer, TopicPartition
 
-    watermarks = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "w"})
+    watermarks = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "w"})
     assert watermarks.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 0), "-p 1 wrote only to 1"
     watermarks.close()
 
 
-def test_relative_and_end_offsets(broker: BrokerProcess) -> None:
+def test_relative_and_end_offsets(broker: Broker) -> None:
     topic = unique_topic("kcatrel")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     kcat(broker, "-P", "-t", topic, stdin="".join(f"r{i}\n" for i in range(20)))
     out = kcat(broker, "-C", "-t", topic, "-p", "0", "-o", "-3", "-e", "-f", "%o:%s\\n")
     assert out.splitlines() == ["17:r17", "18:r18", "19:r19"]
@@ -141,10 +141,10 @@ def test_relative_and_end_offsets(broker: BrokerProcess) -> None:
     assert out.splitlines() == ["5:r5", "6:r6"]
 
 
-def test_offset_query_past_the_last_timestamp(broker: BrokerProcess) -> None:
+def test_offset_query_past_the_last_timestamp(broker: Broker) -> None:
     topic = unique_topic("kcatq2")
-    create_topic(broker.bootstrap, topic, 2)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    create_topic(broker.bootstrap_servers, topic, 2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
     base = 1_700_000_000_000
     for i in range(4):
         producer.produce(topic, value=b"x", partition=i % 2, timestamp=base + i * 1000)
@@ -154,11 +154,11 @@ def test_offset_query_past_the_last_timestamp(broker: BrokerProcess) -> None:
     assert lines == [[topic, "[0]", "offset", "1"], [topic, "[1]", "offset", "-1"]]
 
 
-def test_read_committed_drops_aborted_and_ends_at_the_open_transaction(broker: BrokerProcess) -> None:
+def test_read_committed_drops_aborted_and_ends_at_the_open_transaction(broker: Broker) -> None:
     topic = unique_topic("kcattxn")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
 
-    writer = transactional_producer(broker.bootstrap, unique_topic("kcat-writer"))
+    writer = transactional_producer(broker.bootstrap_servers, unique_topic("kcat-writer"))
     for value, commit in ((b"c1", True), (b"a1", False), (b"c2", True)):
         writer.begin_transaction()
         writer.produce(topic, value, partition=0)
@@ -167,11 +167,11 @@ def test_read_committed_drops_aborted_and_ends_at_the_open_transaction(broker: B
             writer.commit_transaction(15)
         else:
             writer.abort_transaction(15)
-    holder = transactional_producer(broker.bootstrap, unique_topic("kcat-open"))
+    holder = transactional_producer(broker.bootstrap_servers, unique_topic("kcat-open"))
     holder.begin_transaction()
     holder.produce(topic, b"open", partition=0)
     holder.flush(15)
-    plain = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    plain = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
     plain.produce(topic, b"after-open", partition=0)
     plain.flush(15)
     try:

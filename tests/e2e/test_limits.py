@@ -19,11 +19,13 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from minikafka.protocol.codec import decode_response, encode_request
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
-
-from .helpers import create_topic
-from .test_raw_protocol import Wire
+from tests.support.clients import create_topic
+from tests.support.names import unique_topic
+from tests.support.produce import ONE_PER_BATCH, produce
+from tests.support.waiting import poll_until
+from tests.support.wire import Wire
 
 INT32_MAX = 2**31 - 1
 POLICY_VIOLATION = 44
@@ -58,18 +60,11 @@ def _fetch(topic: str, *, max_bytes: int, partition_max_bytes: int, max_wait_ms:
                                 log_start_offset=-1),)),), forgotten_topics_data=(), rack_id="")
 
 
-def _produce_values(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 1})
-    for value in values:
-        producer.produce(topic, value=value)
-    assert producer.flush(15) == 0
-
-
 # --------------------------------------------------------------------------------------- connections
 
 
 def test_max_connections_per_ip_closes_connections_over_the_limit(broker_factory) -> None:
-    broker: BrokerProcess = broker_factory(**{"max.connections.per.ip": "2"})
+    broker: Broker = broker_factory(**{"max.connections.per.ip": "2"})
     first, second = Wire(broker), Wire(broker)
     assert _api_versions(first, 1) == 1 and _api_versions(second, 2) == 2
     third = Wire(broker)
@@ -91,7 +86,7 @@ def test_max_connections_per_ip_closes_connections_over_the_limit(broker_factory
 
 
 def test_max_connections_per_ip_overrides_raise_the_limit_for_one_host(broker_factory) -> None:
-    broker: BrokerProcess = broker_factory(**{"max.connections.per.ip": "0",
+    broker: Broker = broker_factory(**{"max.connections.per.ip": "0",
                                               "max.connections.per.ip.overrides": "127.0.0.1:3"})
     wires = [Wire(broker) for _ in range(3)]
     assert [_api_versions(w, i) for i, w in enumerate(wires)] == [0, 1, 2]
@@ -101,7 +96,7 @@ def test_max_connections_per_ip_overrides_raise_the_limit_for_one_host(broker_fa
 
 
 def test_max_connections_holds_new_connections_until_one_closes(broker_factory) -> None:
-    broker: BrokerProcess = broker_factory(**{"max.connections": "2"})
+    broker: Broker = broker_factory(**{"max.connections": "2"})
     first, second = Wire(broker), Wire(broker)
     assert _api_versions(first, 1) == 1 and _api_versions(second, 2) == 2
     # The kernel completes the handshake (listen backlog) but the broker does not accept it yet.
@@ -118,7 +113,7 @@ def test_max_connections_holds_new_connections_until_one_closes(broker_factory) 
 
 
 def test_idle_connection_is_closed_and_active_one_kept(broker_factory) -> None:
-    broker: BrokerProcess = broker_factory(**{"connections.max.idle.ms": "300"})
+    broker: Broker = broker_factory(**{"connections.max.idle.ms": "300"})
     idle = Wire(broker)
     assert _api_versions(idle, 1) == 1
     idle.sock.settimeout(15)
@@ -129,10 +124,10 @@ def test_idle_connection_is_closed_and_active_one_kept(broker_factory) -> None:
     fresh.close()
 
 
-def test_dropped_connections_leave_no_descriptor_behind(broker: BrokerProcess) -> None:
+def test_dropped_connections_leave_no_descriptor_behind(broker: Broker) -> None:
     """Connections dropped mid-frame and mid-request are forgotten: the broker's fd count returns."""
-    assert broker.process is not None
-    pid = broker.process.pid
+    assert broker.alive
+    pid = broker.pid
     probe = Wire(broker)
     assert _api_versions(probe, 1) == 1
     baseline = _open_fds(pid)
@@ -154,9 +149,9 @@ def test_dropped_connections_leave_no_descriptor_behind(broker: BrokerProcess) -
 
 @pytest.mark.parametrize("queued", ["1", "3"])
 def test_pipelined_requests_answered_in_order_with_a_small_queue(broker_factory, queued: str) -> None:
-    broker: BrokerProcess = broker_factory(**{"queued.max.requests": queued})
+    broker: Broker = broker_factory(**{"queued.max.requests": queued})
     topic = unique_topic("queue")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     wire = Wire(broker)
     frames = [encode_request(100 + i, _metadata(topic, create=False)) if i % 2
               else encode_request(100 + i, ApiVersionsRequest()) for i in range(60)]
@@ -167,12 +162,12 @@ def test_pipelined_requests_answered_in_order_with_a_small_queue(broker_factory,
     wire.close()
 
 
-def test_client_that_never_reads_does_not_stall_others(broker: BrokerProcess) -> None:
+def test_client_that_never_reads_does_not_stall_others(broker: Broker) -> None:
     """A client pipelining large Fetches and reading nothing is muted; others keep being served, and
     its responses, once it reads, come complete and in order."""
     topic = unique_topic("hog")
-    create_topic(broker.bootstrap, topic)
-    _produce_values(broker.bootstrap, topic, [os.urandom(100_000) for _ in range(10)])
+    create_topic(broker.bootstrap_servers, topic)
+    produce(broker.bootstrap_servers, topic, [os.urandom(100_000) for _ in range(10)], **ONE_PER_BATCH)
     hog = Wire(broker)
     count = 40
     fetch = _fetch(topic, max_bytes=1 << 20, partition_max_bytes=1 << 20)
@@ -201,10 +196,10 @@ def _admin_error(futures: dict) -> KafkaError:
     return raised.value.args[0]
 
 
-def test_create_topics_with_huge_partition_counts_is_a_policy_violation(broker: BrokerProcess) -> None:
+def test_create_topics_with_huge_partition_counts_is_a_policy_violation(broker: Broker) -> None:
     from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     name = unique_topic("huge")
     # librdkafka refuses more than 100,000 partitions itself; a raw frame carries 2**31-1.
     error = _admin_error(admin.create_topics([NewTopic(name, 100_000, 1)], operation_timeout=10))
@@ -220,8 +215,8 @@ def test_create_topics_with_huge_partition_counts_is_a_policy_violation(broker: 
 
 
 def test_create_topics_counts_the_partitions_of_the_whole_request(broker_factory) -> None:
-    broker: BrokerProcess = broker_factory(**{"max.partitions.per.request": "5"})
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    broker: Broker = broker_factory(**{"max.partitions.per.request": "5"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     names = [unique_topic("batch") for _ in range(2)]
     futures = admin.create_topics([NewTopic(name, 3, 1) for name in names], operation_timeout=10)
     for name, future in futures.items():
@@ -232,12 +227,12 @@ def test_create_topics_counts_the_partitions_of_the_whole_request(broker_factory
     admin.create_topics([NewTopic(fits, 5, 1)], operation_timeout=10)[fits].result(timeout=15)
 
 
-def test_create_partitions_to_huge_counts_is_a_policy_violation(broker: BrokerProcess) -> None:
+def test_create_partitions_to_huge_counts_is_a_policy_violation(broker: Broker) -> None:
     from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
 
     topic = unique_topic("grow")
-    create_topic(broker.bootstrap, topic)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    create_topic(broker.bootstrap_servers, topic)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     error = _admin_error(admin.create_partitions([NewPartitions(topic, 100_000)], operation_timeout=10))
     assert error.code() == KafkaError.POLICY_VIOLATION
     wire = Wire(broker)
@@ -250,16 +245,16 @@ def test_create_partitions_to_huge_counts_is_a_policy_violation(broker: BrokerPr
 
 
 @pytest.mark.parametrize("name", ["x" * 250, "bad/name", "a b", "ütf"])
-def test_illegal_topic_names_are_invalid_topic_exception(broker: BrokerProcess, name: str) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+def test_illegal_topic_names_are_invalid_topic_exception(broker: Broker, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     error = _admin_error(admin.create_topics([NewTopic(name, 1, 1)], operation_timeout=10))
     assert error.code() == KafkaError.TOPIC_EXCEPTION
 
 
 def test_metadata_auto_creating_too_many_partitions_creates_none(broker_factory) -> None:
-    broker: BrokerProcess = broker_factory(**{"max.partitions.per.request": "2"})
+    broker: Broker = broker_factory(**{"max.partitions.per.request": "2"})
     existing = unique_topic("known")
-    create_topic(broker.bootstrap, existing)
+    create_topic(broker.bootstrap_servers, existing)
     names = [unique_topic("auto") for _ in range(3)]
     wire = Wire(broker)
     wire.send(encode_request(1, _metadata(existing, *names)))
@@ -273,10 +268,10 @@ def test_metadata_auto_creating_too_many_partitions_creates_none(broker_factory)
 
 
 def test_fetch_max_bytes_is_capped_and_negative_sizes_are_invalid(broker_factory) -> None:
-    broker: BrokerProcess = broker_factory(**{"fetch.max.bytes": "3000"})
+    broker: Broker = broker_factory(**{"fetch.max.bytes": "3000"})
     topic = unique_topic("cap")
-    create_topic(broker.bootstrap, topic)
-    _produce_values(broker.bootstrap, topic, [os.urandom(1000) for _ in range(8)])
+    create_topic(broker.bootstrap_servers, topic)
+    produce(broker.bootstrap_servers, topic, [os.urandom(1000) for _ in range(8)], **ONE_PER_BATCH)
     wire = Wire(broker)
     wire.send(encode_request(1, _fetch(topic, max_bytes=INT32_MAX, partition_max_bytes=INT32_MAX)))
     partition = decode_response(wire.receive(), 1, 12)[1].responses[0].partitions[0]
@@ -290,11 +285,11 @@ def test_fetch_max_bytes_is_capped_and_negative_sizes_are_invalid(broker_factory
 
 
 @pytest.mark.parametrize("session_timeout_ms", [1000, 3_000_000])
-def test_session_timeout_out_of_range_is_invalid_session_timeout(broker: BrokerProcess,
+def test_session_timeout_out_of_range_is_invalid_session_timeout(broker: Broker,
                                                                    session_timeout_ms: int) -> None:
     topic = unique_topic("session")
-    create_topic(broker.bootstrap, topic)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique_topic("g"),
+    create_topic(broker.bootstrap_servers, topic)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": unique_topic("g"),
                          "session.timeout.ms": session_timeout_ms, "heartbeat.interval.ms": 100,
                          "max.poll.interval.ms": max(session_timeout_ms, 10_000)})
     consumer.subscribe([topic])
@@ -312,15 +307,15 @@ def test_session_timeout_out_of_range_is_invalid_session_timeout(broker: BrokerP
 
 
 def test_transaction_timeout_above_the_maximum_is_invalid_transaction_timeout(broker_factory) -> None:
-    broker: BrokerProcess = broker_factory(**{"transaction.max.timeout.ms": "60000"})
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique_topic("txn"),
+    broker: Broker = broker_factory(**{"transaction.max.timeout.ms": "60000"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": unique_topic("txn"),
                          "transaction.timeout.ms": 120_000})
     with pytest.raises(KafkaException) as raised:
         producer.init_transactions(15)
     assert raised.value.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT
 
 
-def test_other_connections_are_answered_while_ten_thousand_partitions_are_created(broker: BrokerProcess) -> None:
+def test_other_connections_are_answered_while_ten_thousand_partitions_are_created(broker: Broker) -> None:
     """CreateTopics of max.partitions.per.request partitions makes them in slices: while it runs,
     another connection's ApiVersions and Metadata are answered, and the topic is not shown
     half-made; once it answers, all its partitions exist."""

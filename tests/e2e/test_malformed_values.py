@@ -24,11 +24,11 @@ from kio.schema.metadata.v12.request import MetadataRequest as MetadataV12
 from kio.schema.metadata.v12.request import MetadataRequestTopic as TopicV12
 from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.errors import ErrorCode
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import create_topic
-from .test_raw_protocol import Wire
+from tests.support.clients import create_topic
+from tests.support.names import unique_topic
+from tests.support.wire import Wire
 
 TOPIC_RESOURCE = 2
 SET, DELETE, APPEND = 0, 1, 2
@@ -58,7 +58,7 @@ def _creatable(name: str, **configs: str | None) -> CreatableTopic:
                                         for k, v in configs.items()))
 
 
-def test_create_topics_null_config_value_is_invalid_config(broker: BrokerProcess) -> None:
+def test_create_topics_null_config_value_is_invalid_config(broker: Broker) -> None:
     refused, good = unique_topic("nullcfg"), unique_topic("okcfg")
     wire = Wire(broker)
     try:
@@ -87,9 +87,9 @@ def _alter(topic: str, *changes: tuple[str, int, str | None]) -> IncrementalAlte
         validate_only=False)
 
 
-def test_incremental_alter_configs_null_value_only_for_delete(broker: BrokerProcess) -> None:
+def test_incremental_alter_configs_null_value_only_for_delete(broker: Broker) -> None:
     topic = unique_topic("iac")
-    create_topic(broker.bootstrap, topic, config={"retention.ms": "5000"})
+    create_topic(broker.bootstrap_servers, topic, config={"retention.ms": "5000"})
     wire = Wire(broker)
     try:
         refused = _ask(wire, 1, _alter(topic, ("retention.ms", SET, None), ("cleanup.policy", APPEND, None),
@@ -105,9 +105,9 @@ def test_incremental_alter_configs_null_value_only_for_delete(broker: BrokerProc
     assert "Traceback" not in broker.logs()
 
 
-def test_metadata_v11_null_name_is_invalid_request_and_encodable(broker: BrokerProcess) -> None:
+def test_metadata_v11_null_name_is_invalid_request_and_encodable(broker: Broker) -> None:
     known = unique_topic("md11")
-    create_topic(broker.bootstrap, known)
+    create_topic(broker.bootstrap_servers, known)
     wire = Wire(broker)
     try:
         nameless, named = TopicV11(name=None, topic_id=None), TopicV11(name=known, topic_id=None)
@@ -126,7 +126,7 @@ def test_metadata_v11_null_name_is_invalid_request_and_encodable(broker: BrokerP
         wire.close()
 
 
-def test_metadata_v12_by_unknown_id_is_unknown_topic_id_once(broker: BrokerProcess) -> None:
+def test_metadata_v12_by_unknown_id_is_unknown_topic_id_once(broker: Broker) -> None:
     missing = uuid.uuid4()
     wire = Wire(broker)
     try:
@@ -150,10 +150,10 @@ def _metadata_v4_frame(correlation_id: int, names: list[bytes], repeat: int) -> 
     return struct.pack(">i", len(header) + len(body)) + header + body
 
 
-def test_metadata_dedupes_a_topic_named_a_million_times(broker: BrokerProcess) -> None:
+def test_metadata_dedupes_a_topic_named_a_million_times(broker: Broker) -> None:
     first, second = unique_topic("d"), unique_topic("e")
-    create_topic(broker.bootstrap, first)
-    create_topic(broker.bootstrap, second)
+    create_topic(broker.bootstrap_servers, first)
+    create_topic(broker.bootstrap_servers, second)
     wire = Wire(broker)
     try:
         wire.send(_metadata_v4_frame(7, [first.encode(), second.encode()], 500_000))

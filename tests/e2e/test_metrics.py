@@ -13,14 +13,13 @@ from collections.abc import Iterator
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from confluent_kafka import Producer
 from minikafka.testing import Broker
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import unique_topic
-
-from .helpers import create_topic, transactional_producer
-from .test_raw_protocol import Wire
+from tests.support.clients import create_topic, transactional_producer
+from tests.support.names import unique_topic
+from tests.support.produce import SEND_AT_ONCE, numbered, produce
+from tests.support.wire import Wire
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -54,14 +53,6 @@ def _partition(samples: Samples, name: str, topic: str, partition: int = 0) -> f
     return samples[(name, (("partition", str(partition)), ("topic", topic)))]
 
 
-def _produce_one_by_one(bootstrap: str, topic: str, count: int) -> None:
-    """`count` records, one Produce request each: each is acknowledged before the next is sent."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
-    for index in range(count):
-        producer.produce(topic, f"record-{index}".encode())
-        assert producer.flush(15) == 0
-
-
 async def _until(condition: object, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():  # type: ignore[operator]
@@ -76,7 +67,8 @@ async def test_metrics_after_real_clients(broker: Broker) -> None:
     create_topic(bootstrap, transactional)
 
     before = _samples(broker.metrics())
-    await asyncio.to_thread(_produce_one_by_one, bootstrap, plain, RECORDS - 1)
+    await asyncio.to_thread(produce, bootstrap, plain, numbered(RECORDS - 1, "record-"), flush_each=True, acks="all",
+                            **SEND_AT_ONCE)
     after = _samples(broker.metrics())
     produce_requests = "kafka_network_requestmetrics_requests_total"
     assert _sum(after, produce_requests, request="Produce") - _sum(before, produce_requests, request="Produce") \
@@ -86,7 +78,8 @@ async def test_metrics_after_real_clients(broker: Broker) -> None:
 
     # The last record meets an injected, retriable error once; the client retries it.
     fault = broker.add_fault("Produce", "NOT_LEADER_OR_FOLLOWER", count=1, topic=plain)
-    await asyncio.to_thread(_produce_one_by_one, bootstrap, plain, 1)
+    await asyncio.to_thread(produce, bootstrap, plain, numbered(1, "record-"), flush_each=True, acks="all",
+                            **SEND_AT_ONCE)
     assert [rule["id"] for rule in broker.faults()] == [], f"rule {fault['id']} fired and is gone"
 
     def commit_one() -> None:
@@ -179,7 +172,7 @@ def test_in_process_broker_metrics() -> None:
     with Broker() as broker:
         assert broker.admin_url is None
         topic = unique_topic("inproc")
-        _produce_one_by_one(broker.bootstrap_servers, topic, 3)
+        produce(broker.bootstrap_servers, topic, numbered(3, "record-"), flush_each=True, **SEND_AT_ONCE, acks="all")
         samples = _samples(broker.metrics())
     assert _partition(samples, "kafka_log_log_logendoffset", topic) == 3
     assert _sum(samples, "kafka_network_requestmetrics_requests_total", request="Produce") == 3

@@ -38,11 +38,12 @@ from minikafka.broker.observe.pcap import PcapWriter
 from minikafka.protocol.api_keys import api_name
 from minikafka.protocol.codec import decode_request, encode_request, encode_response
 from minikafka.storage.clock import ManualClock
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
 from tests.pcap_reader import flows, read_pcap
-
-from .helpers import create_topic, transactional_producer
+from tests.support.clients import create_topic, transactional_producer
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.e2e
 
@@ -73,7 +74,7 @@ def _fields(pcap: Path, port: int, display_filter: str, *fields: str, options: t
     return [line.split("\t") for line in result.stdout.splitlines()]
 
 
-def _broker(broker_factory: Callable[..., BrokerProcess], tmp_path: Path, *, trace: bool = False) -> BrokerProcess:
+def _broker(broker_factory: Callable[..., Broker], tmp_path: Path, *, trace: bool = False) -> Broker:
     overrides = {"minikafka.pcap.file": str(tmp_path / "capture.pcap")}
     if trace:
         overrides["minikafka.trace.file"] = str(tmp_path / "trace.jsonl")
@@ -170,7 +171,7 @@ def _drive_clients(bootstrap: str) -> None:
 def test_tshark_decodes_the_requests_the_broker_saw(broker_factory, tmp_path: Path) -> None:
     _tshark()
     broker = _broker(broker_factory, tmp_path, trace=True)
-    _drive_clients(broker.bootstrap)
+    _drive_clients(broker.bootstrap_servers)
     assert broker.stop() == 0
     assert "wire tap failed" not in broker.logs() and "pcap capture failed" not in broker.logs()
     pcap, port = tmp_path / "capture.pcap", broker.port
@@ -212,10 +213,10 @@ def test_a_client_on_versions_wireshark_knows_gets_a_capture_without_a_malformed
     _tshark()
     broker = _broker(broker_factory, tmp_path)
     topic = unique_topic("pcap-old")
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, api_version=(2, 0, 0))
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers, api_version=(2, 0, 0))
     admin.create_topics([NewTopic(topic, 1, 1)])
     admin.close()
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=(2, 0, 0),
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, api_version=(2, 0, 0),
                              transactional_id=unique_topic("tid"))
     producer.init_transactions()
     producer.begin_transaction()
@@ -223,7 +224,7 @@ def test_a_client_on_versions_wireshark_knows_gets_a_capture_without_a_malformed
         producer.send(topic, b"v%d" % index)
     producer.commit_transaction()
     producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=(2, 0, 0),
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, api_version=(2, 0, 0),
                              isolation_level="read_committed", consumer_timeout_ms=20_000)
     consumer.assign([KafkaTopicPartition(topic, 0)])
     consumer.seek_to_beginning()
@@ -249,7 +250,7 @@ def test_a_broker_killed_with_9_leaves_a_capture_readable_up_to_its_last_flush(b
     _tshark()
     broker = _broker(broker_factory, tmp_path)
     pcap, port = tmp_path / "capture.pcap", broker.port
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
     producer.produce(unique_topic("pcap-kill"), value=b"before the kill")
     assert producer.flush(15) == 0
 
@@ -260,7 +261,7 @@ def test_a_broker_killed_with_9_leaves_a_capture_readable_up_to_its_last_flush(b
                    for frame in flow.frames(cut_short_ok=True))
 
     poll_until(produce_on_disk, timeout=10, message="the periodic flush to write the produce request")
-    broker.kill9()
+    broker.kill()
     produced = _fields(pcap, port, f"tcp.dstport=={port} && kafka.api_key == 0", "kafka.correlation_id")
     assert len(produced) >= 1
 

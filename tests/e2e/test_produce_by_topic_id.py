@@ -27,10 +27,10 @@ from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import Record, build_batch
 from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, unique_topic
+from tests.support.clients import create_topic
+from tests.support.names import unique_topic
+from tests.support.wire import Wire
 
-from .helpers import create_topic
-from .test_raw_protocol import Wire
 from .test_topic_ids import _call, _fetch_request, _topic_id, _values
 
 PRODUCE = 0
@@ -54,15 +54,15 @@ def _answers(body: Any) -> list[tuple[uuid.UUID | None, int, ErrorCode, int, str
             for topic in body.responses for p in topic.partition_responses]
 
 
-def _read(broker: BrokerProcess, topic_id: uuid.UUID, partition: int = 0) -> tuple[ErrorCode, int, list[bytes | None]]:
+def _read(broker: Broker, topic_id: uuid.UUID, partition: int = 0) -> tuple[ErrorCode, int, list[bytes | None]]:
     body = _call(broker, _fetch_request(16, topic_id, (partition,)), 1)
     [answer] = body.responses[0].partitions
     return answer.error_code, answer.high_watermark, _values(answer.records)
 
 
-def test_produce_v13_appends_by_topic_id_and_echoes_the_id(broker: BrokerProcess) -> None:
+def test_produce_v13_appends_by_topic_id_and_echoes_the_id(broker: Broker) -> None:
     topic = unique_topic("produce-v13")
-    create_topic(broker.bootstrap, topic, 2)
+    create_topic(broker.bootstrap_servers, topic, 2)
     topic_id = _topic_id(broker, topic)
     first = _call(broker, _v13([(topic_id, {0: _batch(b"a0", b"a1"), 1: _batch(b"b0")})]), PRODUCE)
     assert first.responses[0].topic_id == topic_id
@@ -80,9 +80,9 @@ def test_produce_v13_appends_by_topic_id_and_echoes_the_id(broker: BrokerProcess
     assert _read(broker, topic_id, 1) == (ErrorCode.none, 1, [b"b0"])
 
 
-def test_unknown_and_zero_ids_are_unknown_topic_id_next_to_a_known_one(broker: BrokerProcess) -> None:
+def test_unknown_and_zero_ids_are_unknown_topic_id_next_to_a_known_one(broker: Broker) -> None:
     topic = unique_topic("produce-v13-mixed")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     topic_id = _topic_id(broker, topic)
     stranger = uuid.uuid4()
     body = _call(broker, _v13([(stranger, {0: _batch(b"x"), 1: _batch(b"y")}),
@@ -98,14 +98,14 @@ def test_unknown_and_zero_ids_are_unknown_topic_id_next_to_a_known_one(broker: B
     assert _read(broker, topic_id) == (ErrorCode.none, 1, [b"kept"])
 
 
-def test_the_old_id_of_a_recreated_topic_writes_nothing(broker: BrokerProcess) -> None:
+def test_the_old_id_of_a_recreated_topic_writes_nothing(broker: Broker) -> None:
     topic = unique_topic("produce-v13-recreated")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     old_id = _topic_id(broker, topic)
     assert _answers(_call(broker, _v13([(old_id, {0: _batch(b"old")})]), PRODUCE))[0][2] == ErrorCode.none
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     admin.delete_topics([topic], operation_timeout=10)[topic].result(DEADLINE_S)
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     new_id = _topic_id(broker, topic)
     assert new_id != old_id
     stale = _call(broker, _v13([(old_id, {0: _batch(b"meant-for-the-old-topic")})]), PRODUCE)
@@ -116,10 +116,10 @@ def test_the_old_id_of_a_recreated_topic_writes_nothing(broker: BrokerProcess) -
     assert _read(broker, new_id) == (ErrorCode.none, 1, [b"new"])
 
 
-def test_acks_0_to_an_unknown_id_closes_the_connection(broker: BrokerProcess) -> None:
+def test_acks_0_to_an_unknown_id_closes_the_connection(broker: Broker) -> None:
     """No response for acks=0, so, as Kafka does for any failed acks=0 produce, the connection closes."""
     topic = unique_topic("produce-v13-acks0")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     topic_id = _topic_id(broker, topic)
     wire = Wire(broker)
     try:
@@ -133,9 +133,9 @@ def test_acks_0_to_an_unknown_id_closes_the_connection(broker: BrokerProcess) ->
         wire.close()
 
 
-def test_internal_topics_refuse_produce_by_id(broker: BrokerProcess) -> None:
+def test_internal_topics_refuse_produce_by_id(broker: Broker) -> None:
     topic = unique_topic("produce-v13-internal")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     # __consumer_offsets is created by the first commit.
     commit = _call(broker, OffsetCommitRequest(
         group_id=GroupId(unique_topic("group")), generation_id_or_member_epoch=-1, member_id="",
@@ -152,7 +152,7 @@ def test_internal_topics_refuse_produce_by_id(broker: BrokerProcess) -> None:
 def test_the_4_0_profile_refuses_produce_v13(broker_factory) -> None:
     broker = broker_factory(**{"minikafka.kafka.version": "4.0"})
     topic = unique_topic("produce-v13-on-4.0")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     topic_id = _topic_id(broker, topic)
     wire = Wire(broker)
     try:

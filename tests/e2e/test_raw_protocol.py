@@ -2,59 +2,22 @@
 
 from __future__ import annotations
 
-import socket
 import struct
 import uuid
-from typing import Protocol
 
 import pytest
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from minikafka.protocol.codec import decode_response, encode_request
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import create_topic
-
-
-class Listening(Protocol):
-    """A broker under test, subprocess (BrokerProcess) or minikafka.testing.Broker."""
-
-    port: int
+from tests.support.clients import create_topic
+from tests.support.names import unique_topic
+from tests.support.wire import Wire, produce_raw
 
 
-class Wire:
-    def __init__(self, broker: Listening, timeout: float = 10) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=timeout)
-
-    def send(self, frame: bytes) -> None:
-        self.sock.sendall(frame)
-
-    def receive(self) -> bytes:
-        size = struct.unpack(">i", self._exactly(4))[0]
-        return self._exactly(size)
-
-    def _exactly(self, count: int) -> bytes:
-        data = b""
-        while len(data) < count:
-            chunk = self.sock.recv(count - len(data))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            data += chunk
-        return data
-
-    def is_closed(self) -> bool:
-        try:
-            return self.sock.recv(1) == b""
-        except (ConnectionError, TimeoutError):
-            return True
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def test_api_versions_v0_to_v3(broker: BrokerProcess) -> None:
+def test_api_versions_v0_to_v3(broker: Broker) -> None:
     wire = Wire(broker)
     wire.send(encode_request(1, ApiVersionsV0()))
     _corr, v0 = decode_response(wire.receive(), 18, 0)
@@ -70,7 +33,7 @@ def test_api_versions_v0_to_v3(broker: BrokerProcess) -> None:
     wire.close()
 
 
-def test_too_new_api_versions_is_answered_at_v0(broker: BrokerProcess) -> None:
+def test_too_new_api_versions_is_answered_at_v0(broker: Broker) -> None:
     wire = Wire(broker)
     # A v5 request: kio has no schema for it, so the header is written by hand.
     client = b"future"
@@ -83,7 +46,7 @@ def test_too_new_api_versions_is_answered_at_v0(broker: BrokerProcess) -> None:
     wire.close()
 
 
-def test_unknown_api_key_closes_only_that_connection(broker: BrokerProcess) -> None:
+def test_unknown_api_key_closes_only_that_connection(broker: Broker) -> None:
     bystander = Wire(broker)
     victim = Wire(broker)
     victim.send(struct.pack(">ihhih", 10, 9999, 0, 1, 0))
@@ -94,13 +57,13 @@ def test_unknown_api_key_closes_only_that_connection(broker: BrokerProcess) -> N
 
 
 @pytest.mark.parametrize("size", [0, -5, 200_000_000])
-def test_bad_frame_sizes_close_the_connection(broker: BrokerProcess, size: int) -> None:
+def test_bad_frame_sizes_close_the_connection(broker: Broker, size: int) -> None:
     wire = Wire(broker)
     wire.send(struct.pack(">i", size) + b"\x00" * 16)
     assert wire.is_closed()
 
 
-def test_garbage_body_closes_the_connection(broker: BrokerProcess) -> None:
+def test_garbage_body_closes_the_connection(broker: Broker) -> None:
     wire = Wire(broker)
     body = struct.pack(">hhih", 3, 12, 1, 1) + b"x" + b"\xff" * 20  # a Metadata v12 header, then junk
     wire.send(struct.pack(">i", len(body)) + body)
@@ -110,9 +73,9 @@ def test_garbage_body_closes_the_connection(broker: BrokerProcess) -> None:
     assert decode_response(fresh.receive(), 18, 0)[0] == 9
 
 
-def test_pipelined_requests_are_answered_in_order(broker: BrokerProcess) -> None:
+def test_pipelined_requests_are_answered_in_order(broker: Broker) -> None:
     topic = unique_topic("pipe")
-    create_topic(broker.bootstrap, topic, 2)
+    create_topic(broker.bootstrap_servers, topic, 2)
     wire = Wire(broker)
     request = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=topic),),
                               allow_auto_topic_creation=False, include_topic_authorized_operations=False)
@@ -125,7 +88,7 @@ def test_pipelined_requests_are_answered_in_order(broker: BrokerProcess) -> None
     wire.close()
 
 
-def test_pipelined_produce_answers_all_arrive_in_order_before_a_close(broker: BrokerProcess) -> None:
+def test_pipelined_produce_answers_all_arrive_in_order_before_a_close(broker: Broker) -> None:
     """Answers to pipelined Produce requests may share one send; none may be lost or reordered, even when
     an acks=0 request sits in the pipeline, or the request after the last one is garbage and closes the
     connection (a Produce header with a garbage body)."""
@@ -135,7 +98,7 @@ def test_pipelined_produce_answers_all_arrive_in_order_before_a_close(broker: Br
     from minikafka.protocol.records import Record, build_batch
 
     topic = unique_topic("pipe-produce")
-    create_topic(broker.bootstrap, topic, 1)
+    create_topic(broker.bootstrap_servers, topic, 1)
     wire = Wire(broker)
 
     def produce(acks: int) -> ProduceRequest:
@@ -164,14 +127,14 @@ def test_pipelined_produce_answers_all_arrive_in_order_before_a_close(broker: Br
     wire.close()
 
 
-def test_acks_0_produce_gets_no_response(broker: BrokerProcess) -> None:
+def test_acks_0_produce_gets_no_response(broker: Broker) -> None:
     from datetime import timedelta
 
     from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
     from minikafka.protocol.records import Record, build_batch
 
     topic = unique_topic("acks0")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     wire = Wire(broker)
     produce = ProduceRequest(transactional_id=None, acks=0, timeout=timedelta(seconds=5), topic_data=(
         TopicProduceData(name=topic, partition_data=(
@@ -182,7 +145,7 @@ def test_acks_0_produce_gets_no_response(broker: BrokerProcess) -> None:
     wire.close()
 
 
-def _round_trip(broker: BrokerProcess, request: object, api_key: int, version: int) -> object:
+def _round_trip(broker: Broker, request: object, api_key: int, version: int) -> object:
     wire = Wire(broker)
     try:
         wire.send(encode_request(1, request))
@@ -191,7 +154,7 @@ def _round_trip(broker: BrokerProcess, request: object, api_key: int, version: i
         wire.close()
 
 
-def test_fetch_out_of_range_and_offset_for_leader_epoch(broker: BrokerProcess) -> None:
+def test_fetch_out_of_range_and_offset_for_leader_epoch(broker: Broker) -> None:
     from datetime import timedelta
 
     from confluent_kafka import Producer
@@ -203,8 +166,8 @@ def test_fetch_out_of_range_and_offset_for_leader_epoch(broker: BrokerProcess) -
     )
 
     topic = unique_topic("raw")
-    create_topic(broker.bootstrap, topic)
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    create_topic(broker.bootstrap_servers, topic)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
     for i in range(3):
         producer.produce(topic, value=str(i).encode())
     assert producer.flush(10) == 0
@@ -234,7 +197,7 @@ def test_fetch_out_of_range_and_offset_for_leader_epoch(broker: BrokerProcess) -
     assert _round_trip(broker, newer, 23, 4).topics[0].partitions[0].error_code == 75  # UNKNOWN_LEADER_EPOCH
 
 
-def test_describe_cluster(broker: BrokerProcess) -> None:
+def test_describe_cluster(broker: Broker) -> None:
     from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 
     response = _round_trip(broker, DescribeClusterRequest(include_cluster_authorized_operations=False,
@@ -245,7 +208,7 @@ def test_describe_cluster(broker: BrokerProcess) -> None:
 
 
 @pytest.mark.parametrize("version", [1, 2])
-def test_api_versions_v1_and_v2(broker: BrokerProcess, version: int) -> None:
+def test_api_versions_v1_and_v2(broker: Broker, version: int) -> None:
     from importlib import import_module
 
     request_cls = import_module(f"kio.schema.api_versions.v{version}.request").ApiVersionsRequest
@@ -266,8 +229,8 @@ def test_describe_configs_synonyms_in_precedence_order(broker_factory) -> None:
     broker = broker_factory(**{"message.max.bytes": "2000000"})
     plain = unique_topic("synplain")
     overridden = unique_topic("synover")
-    create_topic(broker.bootstrap, plain)
-    create_topic(broker.bootstrap, overridden, config={"max.message.bytes": "3000000"})
+    create_topic(broker.bootstrap_servers, plain)
+    create_topic(broker.bootstrap_servers, overridden, config={"max.message.bytes": "3000000"})
     request = DescribeConfigsRequest(include_synonyms=True, include_documentation=False, resources=tuple(
         DescribeConfigsResource(resource_type=2, resource_name=name, configuration_keys=("max.message.bytes",))
         for name in (plain, overridden)))
@@ -286,7 +249,7 @@ def test_describe_configs_synonyms_in_precedence_order(broker_factory) -> None:
                                                     ("message.max.bytes", "1048588", 5)])
 
 
-def test_fetch_long_poll_is_answered_when_data_arrives(broker: BrokerProcess) -> None:
+def test_fetch_long_poll_is_answered_when_data_arrives(broker: Broker) -> None:
     """A Fetch with max_wait 20 s on an empty partition answers with records produced while it waits."""
     from datetime import timedelta
 
@@ -294,7 +257,7 @@ def test_fetch_long_poll_is_answered_when_data_arrives(broker: BrokerProcess) ->
     from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 
     topic = unique_topic("longpoll")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     request = FetchRequest(max_wait=timedelta(seconds=20), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
                            session_id=0, session_epoch=-1, topics=(FetchTopic(topic=topic, partitions=(
                                FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20,
@@ -304,7 +267,7 @@ def test_fetch_long_poll_is_answered_when_data_arrives(broker: BrokerProcess) ->
     waiting.send(encode_request(7, request))
     # A second request on the same connection is queued behind the parked fetch.
     waiting.send(encode_request(8, ApiVersionsV0()))
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False})
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": False})
     producer.produce(topic, value=b"woken")
     assert producer.flush(10) == 0
     corr, response = decode_response(waiting.receive(), 1, 12)
@@ -332,7 +295,7 @@ def test_request_over_configured_socket_request_max_bytes_closes(broker_factory)
     small.close()
 
 
-def test_garbage_body_after_a_valid_header_closes_the_connection(broker: BrokerProcess) -> None:
+def test_garbage_body_after_a_valid_header_closes_the_connection(broker: Broker) -> None:
     wire = Wire(broker)
     header = encode_request(4, MetadataRequest(topics=(), allow_auto_topic_creation=False,
                                                include_topic_authorized_operations=False))
@@ -343,50 +306,37 @@ def test_garbage_body_after_a_valid_header_closes_the_connection(broker: BrokerP
     assert wire.is_closed()
 
 
-def _produce(wire: Wire, corr: int, topic: str, records: bytes, *, partition: int = 0, acks: int = -1) -> object:
-    from datetime import timedelta
-
-    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
-
-    request = ProduceRequest(transactional_id=None, acks=acks, timeout=timedelta(seconds=5), topic_data=(
-        TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=partition, records=records),)),))
-    wire.send(encode_request(corr, request))
-    answer_corr, response = decode_response(wire.receive(), 0, 9)
-    assert answer_corr == corr
-    return response.responses[0].partition_responses[0]
-
-
-def test_produce_errors(broker: BrokerProcess) -> None:
+def test_produce_errors(broker: Broker) -> None:
     from minikafka.protocol.records import Record, build_batch
 
     topic = unique_topic("prodErr")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     good = build_batch([Record(b"k", b"v", (), 1_700_000_000_000)])
     corrupt = bytearray(good)
     corrupt[-1] ^= 0xFF  # flips a byte of the record: the CRC no longer matches
     wire = Wire(broker)
-    assert _produce(wire, 1, topic, bytes(corrupt)).error_code == 2  # CORRUPT_MESSAGE
-    assert _produce(wire, 2, topic, good, partition=3).error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
-    accepted = _produce(wire, 3, topic, good)
+    assert produce_raw(wire, 1, topic, bytes(corrupt)).error_code == 2  # CORRUPT_MESSAGE
+    assert produce_raw(wire, 2, topic, good, partition=3).error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    accepted = produce_raw(wire, 3, topic, good)
     assert (accepted.error_code, accepted.base_offset) == (0, 0)  # nothing was stored by the failures
-    second = _produce(wire, 4, topic, build_batch([Record(None, b"a", (), 1), Record(None, b"b", (), 2)]))
+    second = produce_raw(wire, 4, topic, build_batch([Record(None, b"a", (), 1), Record(None, b"b", (), 2)]))
     assert (second.error_code, second.base_offset) == (0, 1)
     wire.close()
     invalid_acks = Wire(broker)
-    assert _produce(invalid_acks, 5, topic, good, acks=2).error_code == 21  # INVALID_REQUIRED_ACKS
+    assert produce_raw(invalid_acks, 5, topic, good, acks=2).error_code == 21  # INVALID_REQUIRED_ACKS
     invalid_acks.close()
 
 
-def test_list_offsets_modes_and_unknown_partition(broker: BrokerProcess) -> None:
+def test_list_offsets_modes_and_unknown_partition(broker: Broker) -> None:
     from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
     from minikafka.protocol.records import Record, build_batch
 
     topic = unique_topic("rawlo")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     base = 1_700_000_000_000
     wire = Wire(broker)
     batch = build_batch([Record(None, str(i).encode(), (), base + ts) for i, ts in enumerate([5, 30, 10, 20])])
-    assert _produce(wire, 1, topic, batch).error_code == 0
+    assert produce_raw(wire, 1, topic, batch).error_code == 0
     wire.close()
 
     def lookup(timestamp: int, partition: int = 0) -> tuple[int, int, int]:
@@ -403,10 +353,10 @@ def test_list_offsets_modes_and_unknown_partition(broker: BrokerProcess) -> None
     assert lookup(-1, partition=5)[0] == 3  # UNKNOWN_TOPIC_OR_PARTITION
 
 
-def test_metadata_asked_with_and_without_authorized_operations_answers_each_as_asked(broker: BrokerProcess) -> None:
+def test_metadata_asked_with_and_without_authorized_operations_answers_each_as_asked(broker: Broker) -> None:
     """A topic's entry is kept between answers; asking for its authorized operations must still change it."""
     topic = unique_topic("ops")
-    create_topic(broker.bootstrap, topic, 2)
+    create_topic(broker.bootstrap_servers, topic, 2)
     wire = Wire(broker)
 
     def operations(include: bool, correlation_id: int) -> list[int]:

@@ -18,15 +18,15 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
 from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.records import BatchHeader, Record, build_batch
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import consume, create_topic
-from .test_raw_protocol import Wire
+from tests.support.clients import consume, create_topic
+from tests.support.names import unique_topic
+from tests.support.wire import Wire
 
 
 class RawClient:
-    def __init__(self, broker: BrokerProcess) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.wire = Wire(broker)
         self.correlation = 0
         self.transactional_ids: dict[int, str] = {}
@@ -78,14 +78,14 @@ def txn(producer_id: int, sequence: int, values: list[bytes]) -> bytes:
                        producer_epoch=0, base_sequence=sequence, transactional=True)
 
 
-def read_values(broker: BrokerProcess, topic: str, isolation: str, count: int, timeout: float = 10) -> list[bytes]:
-    records = consume(broker.bootstrap, topic, count, isolation=isolation, timeout=timeout)
+def read_values(broker: Broker, topic: str, isolation: str, count: int, timeout: float = 10) -> list[bytes]:
+    records = consume(broker.bootstrap_servers, topic, count, isolation=isolation, timeout=timeout)
     return [r.value for r in records]  # type: ignore[misc]
 
 
-def test_commit_visible_abort_invisible_open_blocks(broker: BrokerProcess) -> None:
+def test_commit_visible_abort_invisible_open_blocks(broker: Broker) -> None:
     topic = unique_topic("rc")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     client = RawClient(broker)
     first, second, third = client.begin(topic), client.begin(topic), client.begin(topic)
     client.produce(topic, txn(first, 0, [b"c1", b"c2"]))     # 0-1, committed below
@@ -108,16 +108,17 @@ def test_commit_visible_abort_invisible_open_blocks(broker: BrokerProcess) -> No
     assert client.latest(topic, 1) == 10
     assert read_values(broker, topic, "read_committed", 5) == [b"c1", b"c2", b"plain", b"open", b"after-open"]
 
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x", "isolation.level": "read_committed"})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "x",
+                         "isolation.level": "read_committed"})
     low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
     consumer.close()
     assert (low, high) == (0, 10)
     client.wire.close()
 
 
-def test_aborted_transactions_survive_a_restart(broker: BrokerProcess) -> None:
+def test_aborted_transactions_survive_a_restart(broker: Broker) -> None:
     topic = unique_topic("rcrestart")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     client = RawClient(broker)
     gone, kept = client.begin(topic), client.begin(topic)
     client.produce(topic, txn(gone, 0, [b"gone"]))

@@ -27,8 +27,9 @@ from confluent_kafka.admin import (
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
 from minikafka.protocol.codec import decode_response, encode_request
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, unique_topic
+from tests.support.names import unique_topic
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
         'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
@@ -43,7 +44,7 @@ DEADLINE_S = 30.0
 
 
 @pytest.fixture
-def sasl_broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
+def sasl_broker(broker_factory: Callable[..., Broker]) -> Broker:
     return broker_factory(**SASL_BROKER)
 
 
@@ -83,9 +84,10 @@ def _confluent_round_trip(bootstrap: str, config: dict[str, Any]) -> list[bytes]
     ("SCRAM-SHA-512", "carol", "carol-secret"),
     ("OAUTHBEARER", "dave", ""),
 ])
-def test_confluent_kafka_logs_in_with_each_mechanism(sasl_broker: BrokerProcess, mechanism: str, user: str,
+def test_confluent_kafka_logs_in_with_each_mechanism(sasl_broker: Broker, mechanism: str, user: str,
                                                        password: str) -> None:
-    values = _confluent_round_trip(sasl_broker.bootstrap, _confluent(sasl_broker.bootstrap, mechanism, user, password))
+    values = _confluent_round_trip(sasl_broker.bootstrap_servers, _confluent(sasl_broker.bootstrap_servers, mechanism,
+                                                                             user, password))
     assert values == [b"v0", b"v1", b"v2"]
     assert f'"principal": "User:{user}"' in sasl_broker.logs() or f"User:{user}" in sasl_broker.logs()
 
@@ -97,9 +99,9 @@ def test_confluent_kafka_logs_in_with_each_mechanism(sasl_broker: BrokerProcess,
     ("SCRAM-SHA-512", "nobody", "carol-secret"),
 ])
 def test_confluent_kafka_reports_refused_logins_and_the_broker_carries_on(
-        sasl_broker: BrokerProcess, mechanism: str, user: str, password: str) -> None:
+        sasl_broker: Broker, mechanism: str, user: str, password: str) -> None:
     errors: list[str] = []
-    admin = AdminClient({**_confluent(sasl_broker.bootstrap, mechanism, user, password),
+    admin = AdminClient({**_confluent(sasl_broker.bootstrap_servers, mechanism, user, password),
                          "error_cb": lambda error: errors.append(error.str())})
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=5)
@@ -108,7 +110,7 @@ def test_confluent_kafka_reports_refused_logins_and_the_broker_carries_on(
         admin.poll(0.2)  # error_cb is served by poll
     assert any("Authentication failed" in error or "SASL authentication error" in error for error in errors), errors
     assert "SASL authentication failed" in sasl_broker.logs()
-    good = AdminClient(_confluent(sasl_broker.bootstrap, "PLAIN", "alice", "alice-secret"))
+    good = AdminClient(_confluent(sasl_broker.bootstrap_servers, "PLAIN", "alice", "alice-secret"))
     assert good.list_topics(timeout=DEADLINE_S).brokers, "another client still logs in"
 
 
@@ -118,7 +120,7 @@ def _frame(sock: socket.socket) -> bytes:
 
 
 def test_nothing_but_api_versions_and_the_handshake_is_served_before_authentication(
-        sasl_broker: BrokerProcess) -> None:
+        sasl_broker: Broker) -> None:
     with socket.create_connection(("127.0.0.1", sasl_broker.port), timeout=DEADLINE_S) as sock:
         sock.sendall(encode_request(1, ApiVersionsRequest(client_software_name="t", client_software_version="1")))
         correlation_id, versions = decode_response(_frame(sock), 18, 3)
@@ -130,8 +132,8 @@ def test_nothing_but_api_versions_and_the_handshake_is_served_before_authenticat
     assert "before SASL authentication" in sasl_broker.logs()
 
 
-def test_scram_users_added_and_removed_through_the_admin_api_survive_a_restart(sasl_broker: BrokerProcess) -> None:
-    admin = AdminClient(_confluent(sasl_broker.bootstrap, "PLAIN", "admin", "admin-secret"))
+def test_scram_users_added_and_removed_through_the_admin_api_survive_a_restart(sasl_broker: Broker) -> None:
+    admin = AdminClient(_confluent(sasl_broker.bootstrap_servers, "PLAIN", "admin", "admin-secret"))
     upsert = UserScramCredentialUpsertion("erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
                                           b"erin-secret", b"salt-of-erin")
     for future in admin.alter_user_scram_credentials([upsert]).values():
@@ -145,18 +147,18 @@ def test_scram_users_added_and_removed_through_the_admin_api_survive_a_restart(s
         admin.describe_user_scram_credentials(["frank"])["frank"].result(DEADLINE_S)
 
     sasl_broker.restart()
-    erin = _confluent(sasl_broker.bootstrap, "SCRAM-SHA-512", "erin", "erin-secret")
-    assert _confluent_round_trip(sasl_broker.bootstrap, erin) == [b"v0", b"v1", b"v2"]
+    erin = _confluent(sasl_broker.bootstrap_servers, "SCRAM-SHA-512", "erin", "erin-secret")
+    assert _confluent_round_trip(sasl_broker.bootstrap_servers, erin) == [b"v0", b"v1", b"v2"]
     assert not (sasl_broker.data_dir / "scram-credentials.json").read_text().count("erin-secret")
 
 
-def test_kafka_python_logs_in_with_plain_and_scram(sasl_broker: BrokerProcess) -> None:
+def test_kafka_python_logs_in_with_plain_and_scram(sasl_broker: Broker) -> None:
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KpTopicPartition
 
     for mechanism, user, password in (("PLAIN", "alice", "alice-secret"), ("SCRAM-SHA-512", "carol", "carol-secret")):
         topic = unique_topic("kp-sasl")
-        config = {"bootstrap_servers": sasl_broker.bootstrap, "security_protocol": "SASL_PLAINTEXT",
+        config = {"bootstrap_servers": sasl_broker.bootstrap_servers, "security_protocol": "SASL_PLAINTEXT",
                   "sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password}
         producer = KafkaProducer(**config)
         producer.send(topic, b"kafka-python").get(timeout=DEADLINE_S)
@@ -169,7 +171,7 @@ def test_kafka_python_logs_in_with_plain_and_scram(sasl_broker: BrokerProcess) -
 
 
 def test_kafka_python_reports_a_refused_login_as_an_authentication_error(
-        sasl_broker: BrokerProcess, caplog: pytest.LogCaptureFixture) -> None:
+        sasl_broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
     """Kafka keeps the connection open for connection.failed.authentication.delay.ms after the error, reading
     nothing: kafka-python reads the SaslAuthenticate error only because the close comes after it (closed at
     once, it reports a lost socket)."""
@@ -177,7 +179,7 @@ def test_kafka_python_reports_a_refused_login_as_an_authentication_error(
     from kafka.errors import KafkaTimeoutError
 
     with caplog.at_level(logging.ERROR, logger="kafka"), pytest.raises(KafkaTimeoutError):
-        KafkaProducer(bootstrap_servers=sasl_broker.bootstrap, security_protocol="SASL_PLAINTEXT",
+        KafkaProducer(bootstrap_servers=sasl_broker.bootstrap_servers, security_protocol="SASL_PLAINTEXT",
                       sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="wrong",
                       bootstrap_timeout_ms=3000)
     lost = [record.getMessage() for record in caplog.records if "Connection lost" in record.getMessage()]
@@ -186,12 +188,12 @@ def test_kafka_python_reports_a_refused_login_as_an_authentication_error(
     assert "SASL authentication failed" in sasl_broker.logs()
 
 
-def test_aiokafka_logs_in_with_plain_and_scram(sasl_broker: BrokerProcess) -> None:
+def test_aiokafka_logs_in_with_plain_and_scram(sasl_broker: Broker) -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     async def round_trip(mechanism: str, user: str, password: str) -> bytes:
         topic = unique_topic("aio-sasl")
-        config = {"bootstrap_servers": sasl_broker.bootstrap, "security_protocol": "SASL_PLAINTEXT",
+        config = {"bootstrap_servers": sasl_broker.bootstrap_servers, "security_protocol": "SASL_PLAINTEXT",
                   "sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password}
         producer = AIOKafkaProducer(**config)
         await producer.start()
@@ -222,8 +224,8 @@ def _node() -> str:
 @pytest.mark.parametrize(("mechanism", "user", "password"), [
     ("plain", "alice", "alice-secret"), ("scram-sha-256", "carol", "carol-secret"),
     ("scram-sha-512", "carol", "carol-secret")])
-def test_kafkajs_logs_in(sasl_broker: BrokerProcess, mechanism: str, user: str, password: str) -> None:
-    result = subprocess.run([_node(), str(JS_DIR / "sasl.js"), sasl_broker.bootstrap, unique_topic("kjs-sasl"),
+def test_kafkajs_logs_in(sasl_broker: Broker, mechanism: str, user: str, password: str) -> None:
+    result = subprocess.run([_node(), str(JS_DIR / "sasl.js"), sasl_broker.bootstrap_servers, unique_topic("kjs-sasl"),
                              mechanism, user, password], capture_output=True, text=True, timeout=60, check=False)
     output = json.loads(result.stdout or "{}")
     assert result.returncode == 0 and "error" not in output and "refused" not in output, (output, result.stderr)
@@ -232,8 +234,8 @@ def test_kafkajs_logs_in(sasl_broker: BrokerProcess, mechanism: str, user: str, 
 
 
 @pytest.mark.kafkajs
-def test_kafkajs_reports_a_refused_login(sasl_broker: BrokerProcess) -> None:
-    result = subprocess.run([_node(), str(JS_DIR / "sasl.js"), sasl_broker.bootstrap, unique_topic("kjs-sasl"),
+def test_kafkajs_reports_a_refused_login(sasl_broker: Broker) -> None:
+    result = subprocess.run([_node(), str(JS_DIR / "sasl.js"), sasl_broker.bootstrap_servers, unique_topic("kjs-sasl"),
                              "plain", "alice", "wrong"], capture_output=True, text=True, timeout=60, check=False)
     output = json.loads(result.stdout or "{}")
     assert output.get("refused") == "KafkaJSSASLAuthenticationError", (output, result.stderr)
@@ -247,13 +249,13 @@ def kcat() -> Iterator[str]:
     yield path
 
 
-def test_kcat_produces_and_consumes_over_sasl_plain(sasl_broker: BrokerProcess, kcat: str) -> None:
+def test_kcat_produces_and_consumes_over_sasl_plain(sasl_broker: Broker, kcat: str) -> None:
     topic = unique_topic("kcat-sasl")
     auth = ["-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=SCRAM-SHA-256",
             "-X", "sasl.username=carol", "-X", "sasl.password=carol-secret"]
-    subprocess.run([kcat, "-b", sasl_broker.bootstrap, *auth, "-P", "-t", topic], input=b"one\ntwo\n",
+    subprocess.run([kcat, "-b", sasl_broker.bootstrap_servers, *auth, "-P", "-t", topic], input=b"one\ntwo\n",
                    check=True, timeout=60)
-    out = subprocess.run([kcat, "-b", sasl_broker.bootstrap, *auth, "-C", "-t", topic, "-o", "beginning", "-e",
+    out = subprocess.run([kcat, "-b", sasl_broker.bootstrap_servers, *auth, "-C", "-t", topic, "-o", "beginning", "-e",
                           "-c", "2"], capture_output=True, check=True, timeout=60)
     assert out.stdout.split() == [b"one", b"two"]
 
@@ -262,7 +264,7 @@ def test_kcat_produces_and_consumes_over_sasl_plain(sasl_broker: BrokerProcess, 
 
 
 @pytest.fixture
-def sasl_ssl_broker(broker_factory: Callable[..., BrokerProcess], tmp_path: Path) -> tuple[BrokerProcess, Path]:
+def sasl_ssl_broker(broker_factory: Callable[..., Broker], tmp_path: Path) -> tuple[Broker, Path]:
     from minikafka.testing.certs import generate_certificates
 
     certs = generate_certificates(tmp_path / "certs")
@@ -275,22 +277,23 @@ def sasl_ssl_broker(broker_factory: Callable[..., BrokerProcess], tmp_path: Path
 @pytest.mark.parametrize(("mechanism", "user", "password"), [
     ("PLAIN", "alice", "alice-secret"), ("SCRAM-SHA-256", "carol", "carol-secret"),
     ("SCRAM-SHA-512", "carol", "carol-secret"), ("OAUTHBEARER", "dave", "")])
-def test_confluent_kafka_logs_in_over_sasl_ssl(sasl_ssl_broker: tuple[BrokerProcess, Path], mechanism: str,
+def test_confluent_kafka_logs_in_over_sasl_ssl(sasl_ssl_broker: tuple[Broker, Path], mechanism: str,
                                                user: str, password: str) -> None:
     broker, ca = sasl_ssl_broker
-    config = {**_confluent(broker.bootstrap, mechanism, user, password), "security.protocol": "SASL_SSL",
+    config = {**_confluent(broker.bootstrap_servers, mechanism, user, password), "security.protocol": "SASL_SSL",
               "ssl.ca.location": str(ca)}
-    assert _confluent_round_trip(broker.bootstrap, config) == [b"v0", b"v1", b"v2"]
+    assert _confluent_round_trip(broker.bootstrap_servers, config) == [b"v0", b"v1", b"v2"]
 
 
-def test_kafka_python_and_aiokafka_log_in_over_sasl_ssl(sasl_ssl_broker: tuple[BrokerProcess, Path]) -> None:
+def test_kafka_python_and_aiokafka_log_in_over_sasl_ssl(sasl_ssl_broker: tuple[Broker, Path]) -> None:
     import ssl
 
     from aiokafka import AIOKafkaProducer
     from kafka import KafkaProducer
 
     broker, ca = sasl_ssl_broker
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, security_protocol="SASL_SSL", ssl_cafile=str(ca),
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, security_protocol="SASL_SSL",
+                             ssl_cafile=str(ca),
                              sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="carol",
                              sasl_plain_password="carol-secret")
     assert producer.send(unique_topic("kp-ssl"), b"x").get(timeout=DEADLINE_S).offset == 0
@@ -298,7 +301,8 @@ def test_kafka_python_and_aiokafka_log_in_over_sasl_ssl(sasl_ssl_broker: tuple[B
 
     async def aiokafka_send() -> int:
         context = ssl.create_default_context(cafile=str(ca))
-        aio = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, security_protocol="SASL_SSL", ssl_context=context,
+        aio = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, security_protocol="SASL_SSL",
+                               ssl_context=context,
                                sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="alice-secret")
         await aio.start()
         try:
@@ -309,21 +313,23 @@ def test_kafka_python_and_aiokafka_log_in_over_sasl_ssl(sasl_ssl_broker: tuple[B
     assert asyncio.run(aiokafka_send()) == 0
 
 
-def test_kcat_over_sasl_ssl(sasl_ssl_broker: tuple[BrokerProcess, Path], kcat: str) -> None:
+def test_kcat_over_sasl_ssl(sasl_ssl_broker: tuple[Broker, Path], kcat: str) -> None:
     broker, ca = sasl_ssl_broker
     topic = unique_topic("kcat-ssl")
     auth = ["-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={ca}", "-X", "sasl.mechanism=PLAIN",
             "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret"]
-    subprocess.run([kcat, "-b", broker.bootstrap, *auth, "-P", "-t", topic], input=b"one\n", check=True, timeout=60)
-    out = subprocess.run([kcat, "-b", broker.bootstrap, *auth, "-C", "-t", topic, "-o", "beginning", "-e", "-c", "1"],
+    subprocess.run([kcat, "-b", broker.bootstrap_servers, *auth, "-P", "-t", topic], input=b"one\n", check=True,
+                   timeout=60)
+    out = subprocess.run([kcat, "-b", broker.bootstrap_servers, *auth, "-C", "-t", topic, "-o", "beginning", "-e",
+                          "-c", "1"],
                          capture_output=True, check=True, timeout=60)
     assert out.stdout.split() == [b"one"]
 
 
 @pytest.mark.kafkajs
-def test_kafkajs_logs_in_over_sasl_ssl(sasl_ssl_broker: tuple[BrokerProcess, Path]) -> None:
+def test_kafkajs_logs_in_over_sasl_ssl(sasl_ssl_broker: tuple[Broker, Path]) -> None:
     broker, ca = sasl_ssl_broker
-    result = subprocess.run([_node(), str(JS_DIR / "sasl.js"), broker.bootstrap, unique_topic("kjs-ssl"),
+    result = subprocess.run([_node(), str(JS_DIR / "sasl.js"), broker.bootstrap_servers, unique_topic("kjs-ssl"),
                              "scram-sha-512", "carol", "carol-secret", str(ca)],
                             capture_output=True, text=True, timeout=60, check=False)
     output = json.loads(result.stdout or "{}")

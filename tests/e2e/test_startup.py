@@ -16,9 +16,10 @@ from minikafka.storage.clock import SystemClock
 from minikafka.storage.config import LogConfig
 from minikafka.storage.manager import LogManager
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
-
-from .helpers import create_topic, transactional_producer
+from tests.support.brokers import process_broker
+from tests.support.clients import create_topic, transactional_producer
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 OFFSETS_PARTITIONS = 50
 OLD_GROUPS = 20_000  # one offset record each, in batches of 10 over every partition
@@ -52,22 +53,22 @@ def test_clients_started_at_the_ready_line_wait_out_the_coordinator_load(tmp_pat
     data_dir = tmp_path / "data"
     topic = unique_topic("startup")
     (tmp_path / "first").mkdir()
-    first = BrokerProcess(data_dir, tmp_path / "first").start()
-    create_topic(first.bootstrap, topic)
+    first = process_broker(data_dir, tmp_path / "first").start()
+    create_topic(first.bootstrap_servers, topic)
     first.stop()
     _write_old_coordinator_state(data_dir)
 
     (tmp_path / "second").mkdir()
     # The held load makes the window certain: replaying the old state alone can end before librdkafka asks.
-    broker = BrokerProcess(data_dir, tmp_path / "second",
+    broker = process_broker(data_dir, tmp_path / "second",
                            {"minikafka.coordinator.load.delay.ms": str(LOAD_DELAY_MS)}).start()
     # Straight from the ready line: both clients' first coordinator requests land inside the load.
     group = f"g-{uuid.uuid4().hex[:8]}"
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe([topic])
     try:
-        producer = transactional_producer(broker.bootstrap, f"startup-{uuid.uuid4().hex[:8]}")
+        producer = transactional_producer(broker.bootstrap_servers, f"startup-{uuid.uuid4().hex[:8]}")
         producer.begin_transaction()
         for index in range(MESSAGES):
             producer.produce(topic, value=f"v{index}".encode())

@@ -22,11 +22,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from minikafka.testing import Broker
 from minikafka.testing.certs import ClientCertificate, TestCertificates, generate_certificates
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
-
-from .helpers import consume, create_topic
+from tests.support.clients import consume, create_topic
+from tests.support.names import unique_topic
+from tests.support.produce import SEND_AT_ONCE, numbered, produce
+from tests.support.waiting import poll_until
 
 ALICE_SUBJECT = "CN=alice,OU=eng,O=acme"
 JS_DIR = Path(__file__).parent / "js"
@@ -46,17 +48,17 @@ def alice(certs: TestCertificates) -> ClientCertificate:
 
 @dataclass
 class TlsBroker:
-    process: BrokerProcess
+    process: Broker
     certs: TestCertificates
 
     @property
     def plaintext_bootstrap(self) -> str:
-        return self.process.bootstrap
+        return self.process.bootstrap_servers
 
     @property
     def ssl_bootstrap(self) -> str:
         """The SSL listener's address, from the broker's "broker ready" log line."""
-        for line in self.process.log_path.read_text(errors="replace").splitlines():
+        for line in self.process.run_log().splitlines():
             if '"broker ready"' in line:
                 for listener in json.loads(line)["listeners"]:
                     name, _, address = listener.partition("://")
@@ -77,7 +79,7 @@ class TlsBroker:
 
 
 @pytest.fixture
-def tls_broker(broker_factory: Callable[..., BrokerProcess],
+def tls_broker(broker_factory: Callable[..., Broker],
                certs: TestCertificates) -> Callable[..., TlsBroker]:
     """A broker with a PLAINTEXT listener (the --port one) and an SSL listener on a free port."""
     def start(client_auth: str = "none", *, encrypted_key: bool = False, **overrides: str) -> TlsBroker:
@@ -90,18 +92,10 @@ def tls_broker(broker_factory: Callable[..., BrokerProcess],
     return start
 
 
-def produce(config: dict[str, object], topic: str, count: int) -> None:
-    errors: list[str] = []
-    producer = Producer({**config, "linger.ms": 0, "message.timeout.ms": 15000})
-
-    def delivered(error: object, _message: object) -> None:
-        if error is not None:
-            errors.append(str(error))
-
-    for i in range(count):
-        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), on_delivery=delivered)
-    assert producer.flush(20) == 0
-    assert errors == []
+def produce_over_tls(config: dict[str, object], topic: str, count: int) -> None:
+    errors = produce(str(config["bootstrap.servers"]), topic, numbered(count), keys=numbered(count, "k"), timeout=20,
+                     **{**config, **SEND_AT_ONCE, "message.timeout.ms": 15000})
+    assert [str(error) for error in errors] == []
 
 
 def consume_tls(config: dict[str, object], topic: str, count: int) -> list[tuple[bytes | None, bytes | None]]:
@@ -127,7 +121,7 @@ def consume_tls(config: dict[str, object], topic: str, count: int) -> list[tuple
 def test_confluent_over_ssl_without_client_certificate(tls_broker: Callable[..., TlsBroker]) -> None:
     broker = tls_broker()
     topic = unique_topic("tls")
-    produce(broker.confluent(), topic, 20)
+    produce_over_tls(broker.confluent(), topic, 20)
     received = consume_tls(broker.confluent(), topic, 20)
     assert received == [(f"k{i}".encode(), f"v{i}".encode()) for i in range(20)]
     # The PLAINTEXT listener serves the same data.
@@ -156,7 +150,7 @@ def test_confluent_client_certificate_is_the_principal(tls_broker: Callable[...,
                                                        alice: ClientCertificate) -> None:
     broker = tls_broker("required", encrypted_key=True)
     topic = unique_topic("tlsmtls")
-    produce(broker.confluent(alice), topic, 5)
+    produce_over_tls(broker.confluent(alice), topic, 5)
     assert len(consume_tls(broker.confluent(alice), topic, 5)) == 5
     authenticated = [json.loads(line) for line in broker.process.logs().splitlines()
                      if '"TLS client authenticated"' in line]
@@ -173,14 +167,14 @@ def test_confluent_without_certificate_when_required_fails_and_broker_stays_up(
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=5)
     poll_until(lambda: "TLS handshake failed" in broker.process.logs(), message="the failed handshake logged")
-    assert broker.process.process is not None and broker.process.process.poll() is None
+    assert broker.process.alive
     # Others are unaffected: a client with a certificate, and the PLAINTEXT listener.
     topic = unique_topic("tlsafter")
-    produce(broker.confluent(alice), topic, 3)
+    produce_over_tls(broker.confluent(alice), topic, 3)
     create_topic(broker.plaintext_bootstrap, unique_topic("plainafter"))
 
 
-def test_describe_configs_hides_passwords(broker_factory: Callable[..., BrokerProcess], certs: TestCertificates,
+def test_describe_configs_hides_passwords(broker_factory: Callable[..., Broker], certs: TestCertificates,
                                           alice: ClientCertificate) -> None:
     """Plain (not listener-prefixed) keys, an encrypted key: DescribeConfigs shows the settings, and the
     password as sensitive with a null value, as Kafka does."""
@@ -200,7 +194,7 @@ def test_describe_configs_hides_passwords(broker_factory: Callable[..., BrokerPr
     assert (entries["ssl.client.auth"].value, entries["ssl.client.auth"].is_sensitive) == ("required", False)
     assert entries["ssl.keystore.location"].value == str(certs.server_keystore_encrypted)
     assert entries["ssl.enabled.protocols"].value == "TLSv1.2,TLSv1.3"
-    produce(broker.confluent(alice), unique_topic("tlsplainkeys"), 1)
+    produce_over_tls(broker.confluent(alice), unique_topic("tlsplainkeys"), 1)
 
 
 # --- aiokafka -----------------------------------------------------------------------------------------
@@ -357,7 +351,7 @@ def test_plaintext_client_on_the_tls_port_is_closed(tls_broker: Callable[..., Tl
     poll_until(lambda: "TLS handshake failed" in broker.process.logs(), message="the failed handshake logged")
     # The broker is still serving both listeners.
     topic = unique_topic("tlsafterplain")
-    produce(broker.confluent(), topic, 1)
+    produce_over_tls(broker.confluent(), topic, 1)
     create_topic(broker.plaintext_bootstrap, unique_topic("plainafterplain"))
 
 
@@ -374,6 +368,6 @@ def test_tls_client_on_the_plaintext_port_fails_cleanly(tls_broker: Callable[...
                          "ssl.ca.location": str(broker.certs.ca_cert)})
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=3)
-    assert broker.process.process is not None and broker.process.process.poll() is None
-    produce(broker.confluent(), unique_topic("tlsafterssl"), 1)
+    assert broker.process.alive
+    produce_over_tls(broker.confluent(), unique_topic("tlsafterssl"), 1)
     create_topic(broker.plaintext_bootstrap, unique_topic("plainafterssl"))

@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsV3
 from kio.schema.api_versions.v4.request import ApiVersionsRequest as ApiVersionsV4
@@ -36,10 +36,11 @@ from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import decode_batch, iter_batches
 from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
-
-from .helpers import create_topic, transactional_producer
-from .test_raw_protocol import Listening, Wire
+from tests.support.clients import create_topic, transactional_producer
+from tests.support.names import unique_topic
+from tests.support.produce import SEND_AT_ONCE, numbered, produce
+from tests.support.waiting import poll_until
+from tests.support.wire import Listening, Wire
 
 DEADLINE_S = 20.0
 FETCH_VERSIONS = range(13, 19)
@@ -54,13 +55,6 @@ def _call(broker: Listening, request: Any, api_key: int) -> Any:
         return body
     finally:
         wire.close()
-
-
-def _produce(bootstrap: str, topic: str, *values: bytes) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    for value in values:
-        producer.produce(topic, value=value)
-    assert producer.flush(DEADLINE_S) == 0
 
 
 def _topic_id(broker: Listening, topic: str) -> uuid.UUID:
@@ -91,7 +85,7 @@ def _values(records: bytes) -> list[bytes | None]:
 # --- ApiVersions v4 -----------------------------------------------------------------------------------------
 
 
-def test_api_versions_v4_reports_supported_and_finalized_features(broker: BrokerProcess) -> None:
+def test_api_versions_v4_reports_supported_and_finalized_features(broker: Broker) -> None:
     v4 = _call(broker, ApiVersionsV4(client_software_name="t", client_software_version="1"), 18)
     supported = {f.name: (f.min_version, f.max_version) for f in v4.supported_features}
     finalized = {f.name: (f.min_version_level, f.max_version_level) for f in v4.finalized_features}
@@ -107,7 +101,7 @@ def test_api_versions_v4_reports_supported_and_finalized_features(broker: Broker
     assert keys[8] == (2, 9) and keys[9] == (1, 9) and keys[20] == (1, 6) and keys[18] == (0, 4)
 
 
-def test_api_versions_v3_leaves_out_features_with_minimum_0(broker: BrokerProcess) -> None:
+def test_api_versions_v3_leaves_out_features_with_minimum_0(broker: Broker) -> None:
     v3 = _call(broker, ApiVersionsV3(client_software_name="t", client_software_version="1"), 18)
     assert [(f.name, f.min_version, f.max_version) for f in v3.supported_features] == [("metadata.version", 7, 27)]
     # Only the supported ranges leave out minimum 0; group.version is finalized at 1 (KIP-848 served).
@@ -149,10 +143,10 @@ def test_profile_before_kip_778_reports_no_features(broker_factory) -> None:
 
 
 @pytest.mark.parametrize("version", FETCH_VERSIONS)
-def test_fetch_by_topic_id(broker: BrokerProcess, version: int) -> None:
+def test_fetch_by_topic_id(broker: Broker, version: int) -> None:
     topic = unique_topic(f"fetch-v{version}")
-    create_topic(broker.bootstrap, topic, 2)
-    _produce(broker.bootstrap, topic, b"one", b"two")
+    create_topic(broker.bootstrap_servers, topic, 2)
+    produce(broker.bootstrap_servers, topic, [b"one", b"two"], timeout=DEADLINE_S, **SEND_AT_ONCE)
     topic_id = _topic_id(broker, topic)
     body = _call(broker, _fetch_request(version, topic_id, (0, 1)), 1)
     assert body.error_code == ErrorCode.none
@@ -165,7 +159,7 @@ def test_fetch_by_topic_id(broker: BrokerProcess, version: int) -> None:
 
 
 @pytest.mark.parametrize("version", [13, 16, 18])
-def test_fetch_of_an_unknown_topic_id_is_unknown_topic_id(broker: BrokerProcess, version: int) -> None:
+def test_fetch_of_an_unknown_topic_id_is_unknown_topic_id(broker: Broker, version: int) -> None:
     stranger = uuid.uuid4()
     body = _call(broker, _fetch_request(version, stranger, (0, 3), max_wait_ms=5000), 1)
     [answer] = body.responses
@@ -176,22 +170,22 @@ def test_fetch_of_an_unknown_topic_id_is_unknown_topic_id(broker: BrokerProcess,
     assert zero.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_id
 
 
-def test_fetch_of_a_missing_partition_of_a_known_id(broker: BrokerProcess) -> None:
+def test_fetch_of_a_missing_partition_of_a_known_id(broker: Broker) -> None:
     topic = unique_topic("fetch-nopart")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     body = _call(broker, _fetch_request(16, _topic_id(broker, topic), (5,)), 1)
     assert body.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
 
 
-def test_recreated_topic_gets_a_new_id_and_the_old_id_reads_nothing(broker: BrokerProcess) -> None:
+def test_recreated_topic_gets_a_new_id_and_the_old_id_reads_nothing(broker: Broker) -> None:
     topic = unique_topic("recreated")
-    create_topic(broker.bootstrap, topic)
-    _produce(broker.bootstrap, topic, b"old-1", b"old-2")
+    create_topic(broker.bootstrap_servers, topic)
+    produce(broker.bootstrap_servers, topic, [b"old-1", b"old-2"], timeout=DEADLINE_S, **SEND_AT_ONCE)
     old_id = _topic_id(broker, topic)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     admin.delete_topics([topic], operation_timeout=10)[topic].result(DEADLINE_S)
-    create_topic(broker.bootstrap, topic)
-    _produce(broker.bootstrap, topic, b"new-1")
+    create_topic(broker.bootstrap_servers, topic)
+    produce(broker.bootstrap_servers, topic, [b"new-1"], timeout=DEADLINE_S, **SEND_AT_ONCE)
     new_id = _topic_id(broker, topic)
     assert new_id != old_id
     stale = _call(broker, _fetch_request(16, old_id), 1)
@@ -212,19 +206,19 @@ def test_recreated_topic_gets_a_new_id_and_the_old_id_reads_nothing(broker: Brok
     assert _topic_id(broker, topic) == new_id
 
 
-def test_topic_deleted_during_a_long_poll_answers_unknown_topic_id(broker: BrokerProcess) -> None:
+def test_topic_deleted_during_a_long_poll_answers_unknown_topic_id(broker: Broker) -> None:
     topic = unique_topic("deleted-while-polling")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     topic_id = _topic_id(broker, topic)
     wire = Wire(broker, timeout=DEADLINE_S)
     # Fetch from the end: nothing to return, so the broker waits up to max_wait.
     request = _fetch_request(16, topic_id, max_wait_ms=15000)
     wire.send(encode_request(11, request))
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     admin.delete_topics([topic], operation_timeout=10)[topic].result(DEADLINE_S)
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     # An append to the re-created topic wakes the poll, which finds the old id gone.
-    _produce(broker.bootstrap, topic, b"new")
+    produce(broker.bootstrap_servers, topic, [b"new"], timeout=DEADLINE_S, **SEND_AT_ONCE)
     started = time.monotonic()
     _corr, body = decode_response(wire.receive(), 1, 16)
     wire.close()
@@ -236,9 +230,9 @@ def test_topic_deleted_during_a_long_poll_answers_unknown_topic_id(broker: Broke
 # --- Metadata v13, DescribeTopicPartitions, ListOffsets v9-10 ----------------------------------------------
 
 
-def test_metadata_v13_by_name_and_by_id(broker: BrokerProcess) -> None:
+def test_metadata_v13_by_name_and_by_id(broker: Broker) -> None:
     topic = unique_topic("md13")
-    create_topic(broker.bootstrap, topic, 3)
+    create_topic(broker.bootstrap_servers, topic, 3)
     topic_id = _topic_id(broker, topic)
     body = _call(broker, MetadataRequest(topics=(MetadataRequestTopic(topic_id=topic_id, name=None),),
                                          allow_auto_topic_creation=False,
@@ -248,11 +242,11 @@ def test_metadata_v13_by_name_and_by_id(broker: BrokerProcess) -> None:
     assert (entry.name, entry.topic_id, len(entry.partitions)) == (topic, topic_id, 3)
 
 
-def test_describe_topic_partitions_pages_with_a_cursor(broker: BrokerProcess) -> None:
+def test_describe_topic_partitions_pages_with_a_cursor(broker: Broker) -> None:
     prefix = unique_topic("dtp")
     first, second = f"{prefix}-a", f"{prefix}-b"
-    create_topic(broker.bootstrap, first, 3)
-    create_topic(broker.bootstrap, second, 2)
+    create_topic(broker.bootstrap_servers, first, 3)
+    create_topic(broker.bootstrap_servers, second, 2)
     names = (TopicRequest(name=second), TopicRequest(name=f"{prefix}-missing"), TopicRequest(name=first))
     page = _call(broker, DescribeTopicPartitionsRequest(topics=names, response_partition_limit=4), 75)
     assert [(t.name, [p.partition_index for p in t.partitions]) for t in page.topics] == [
@@ -271,27 +265,27 @@ def test_describe_topic_partitions_pages_with_a_cursor(broker: BrokerProcess) ->
     assert (exact.next_cursor.topic_name, exact.next_cursor.partition_index) == (second, 0)
 
 
-def test_describe_topic_partitions_refuses_a_cursor_outside_the_topic_list(broker: BrokerProcess) -> None:
+def test_describe_topic_partitions_refuses_a_cursor_outside_the_topic_list(broker: Broker) -> None:
     topic = unique_topic("dtp-cursor")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     body = _call(broker, DescribeTopicPartitionsRequest(topics=(TopicRequest(name=topic),),
                                                         cursor=Cursor(topic_name="a-not-listed", partition_index=0)),
                  75)
     assert [(t.name, t.error_code) for t in body.topics] == [(topic, ErrorCode.invalid_request)]
 
 
-def test_describe_all_topics(broker: BrokerProcess) -> None:
+def test_describe_all_topics(broker: Broker) -> None:
     topic = unique_topic("dtp-all")
-    create_topic(broker.bootstrap, topic, 2)
+    create_topic(broker.bootstrap_servers, topic, 2)
     body = _call(broker, DescribeTopicPartitionsRequest(topics=()), 75)
     names = [t.name for t in body.topics]
     assert names == sorted(names) and topic in names and body.next_cursor is None
 
 
-def test_list_offsets_v9_and_v10(broker: BrokerProcess) -> None:
+def test_list_offsets_v9_and_v10(broker: Broker) -> None:
     topic = unique_topic("lo10")
-    create_topic(broker.bootstrap, topic)
-    _produce(broker.bootstrap, topic, b"a", b"b", b"c")
+    create_topic(broker.bootstrap_servers, topic)
+    produce(broker.bootstrap_servers, topic, [b"a", b"b", b"c"], timeout=DEADLINE_S, **SEND_AT_ONCE)
     latest_tiered, latest, earliest = -5, -1, -2
     v10 = _call(broker, ListOffsetsRequest(replica_id=-1, isolation_level=0, timeout=timedelta(seconds=5), topics=(
         ListOffsetsTopic(name=TopicName(topic), partitions=(
@@ -309,10 +303,10 @@ def test_list_offsets_v9_and_v10(broker: BrokerProcess) -> None:
 # --- DeleteTopics by id, OffsetFetch v9 ----------------------------------------------------------------------
 
 
-def test_delete_topics_by_id_and_the_entries_kafka_refuses(broker: BrokerProcess) -> None:
+def test_delete_topics_by_id_and_the_entries_kafka_refuses(broker: Broker) -> None:
     by_id, both, doubled = (unique_topic(f"del-{what}") for what in ("id", "both", "doubled"))
     for topic in (by_id, both, doubled):
-        create_topic(broker.bootstrap, topic)
+        create_topic(broker.bootstrap_servers, topic)
     ids = {topic: _topic_id(broker, topic) for topic in (by_id, both, doubled)}
     request = DeleteTopicsRequest(timeout=timedelta(seconds=10), topics=(
         DeleteTopicState(name=None, topic_id=ids[by_id]),
@@ -329,13 +323,13 @@ def test_delete_topics_by_id_and_the_entries_kafka_refuses(broker: BrokerProcess
         (both, ids[both]): (invalid, "You may not specify both topic name and topic id."),
         (doubled, None): (invalid, "Duplicate topic name."),
     }
-    topics = set(AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).topics)
+    topics = set(AdminClient({"bootstrap.servers": broker.bootstrap_servers}).list_topics(timeout=10).topics)
     assert by_id not in topics and both in topics and doubled in topics
 
 
-def test_offset_fetch_v9_for_a_classic_group(broker: BrokerProcess) -> None:
+def test_offset_fetch_v9_for_a_classic_group(broker: Broker) -> None:
     topic = unique_topic("of9")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     group = GroupId(unique_topic("of9-group"))
     commit = _call(broker, OffsetCommitRequest(
         group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
@@ -365,7 +359,7 @@ def test_confluent_uses_fetch_by_id_and_metadata_v13() -> None:
     with Broker() as broker:
         topic = unique_topic("confluent-ids")
         create_topic(broker.bootstrap_servers, topic, 2)
-        _produce(broker.bootstrap_servers, topic, *(f"v{i}".encode() for i in range(20)))
+        produce(broker.bootstrap_servers, topic, numbered(20), timeout=DEADLINE_S, **SEND_AT_ONCE)
         group = unique_topic("confluent-ids-group")
         consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
                              "auto.offset.reset": "earliest", "enable.auto.commit": False,
@@ -434,7 +428,7 @@ def test_topic_fault_rule_matches_a_fetch_by_id() -> None:
         faulted, spared = unique_topic("fault-hit"), unique_topic("fault-spared")
         for topic in (faulted, spared):
             create_topic(broker.bootstrap_servers, topic)
-            _produce(broker.bootstrap_servers, topic, topic.encode())
+            produce(broker.bootstrap_servers, topic, [topic.encode()], timeout=DEADLINE_S, **SEND_AT_ONCE)
         broker.add_fault("Fetch", "NOT_LEADER_OR_FOLLOWER", topic=faulted, count=1)
         ids = {topic: _topic_id(broker, topic) for topic in (faulted, spared)}
         module = __import__("kio.schema.fetch.v16.request", fromlist=["FetchRequest"])
@@ -453,7 +447,7 @@ def test_topic_fault_rule_fires_for_confluent_fetches() -> None:
     with Broker() as broker:
         topic = unique_topic("fault-confluent")
         create_topic(broker.bootstrap_servers, topic)
-        _produce(broker.bootstrap_servers, topic, b"after-the-fault")
+        produce(broker.bootstrap_servers, topic, [b"after-the-fault"], timeout=DEADLINE_S, **SEND_AT_ONCE)
         broker.add_fault("Fetch", "NOT_LEADER_OR_FOLLOWER", topic=topic, count=2)
         consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "fault-ids",
                              "enable.auto.commit": False, "fetch.wait.max.ms": 100})

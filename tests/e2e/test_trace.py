@@ -21,9 +21,10 @@ import pytest
 from confluent_kafka import Producer
 from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, open_descriptor_targets, poll_until, unique_topic
-
-from .helpers import consume, create_topic, transactional_producer
+from tests.support.clients import consume, create_topic, transactional_producer
+from tests.support.descriptors import open_descriptor_targets
+from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.e2e
 
@@ -31,16 +32,17 @@ ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 DEADLINE_S = 20.0
 
 
-class TracedBroker(BrokerProcess):
+class TracedBroker(Broker):
+    """A broker subprocess run with `--trace` (and more trace flags) and its admin listener on a free port."""
+
     def __init__(self, tmp_path: Path, *flags: str) -> None:
-        super().__init__(tmp_path / "data", tmp_path / "logs")
-        self.log_dir.mkdir(parents=True)
         self.trace_path = tmp_path / "trace.jsonl"
-        self.extra_args = ("--trace", str(self.trace_path), "--admin-port", "0", *flags)
+        super().__init__(mode="process", data_dir=tmp_path / "data", log_file=tmp_path / "logs" / "broker.log",
+                         serve_args=("--trace", str(self.trace_path), "--admin-port", "0", *flags))
 
     @property
     def admin(self) -> str:
-        for line in self.log_path.read_text().splitlines():
+        for line in self.run_log().splitlines():
             if '"broker ready"' in line:
                 return f"127.0.0.1:{json.loads(line)['admin_port']}"
         raise AssertionError("no ready line")
@@ -68,7 +70,9 @@ def traced(tmp_path: Path) -> Iterator[Callable[..., TracedBroker]]:
         try:
             broker.stop()
         except Exception:
-            broker.kill9()
+            broker.kill()
+        finally:
+            broker.close()
 
 
 def _get(admin: str, path: str) -> tuple[int, Any]:
@@ -97,10 +101,10 @@ def _batches(entry: dict[str, Any], side: str) -> list[dict[str, Any]]:
 def test_transactional_producer_flow(traced: Callable[..., TracedBroker]) -> None:
     broker = traced("--trace-records")
     topic = unique_topic("trace-txn")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     transactional_id = unique_topic("tid")
     client_id = "trace-txn-client"
-    producer = transactional_producer(broker.bootstrap, transactional_id, **{"client.id": client_id,
+    producer = transactional_producer(broker.bootstrap_servers, transactional_id, **{"client.id": client_id,
                                                                              "linger.ms": 50})
     producer.begin_transaction()
     for index in range(3):
@@ -150,7 +154,7 @@ def test_transactional_producer_flow(traced: Callable[..., TracedBroker]) -> Non
     assert end["response"]["error_code"] == "NONE" and end["errors"] == []
 
     # What a consumer fetches back: the same batches and the broker's COMMIT marker after them.
-    assert len(consume(broker.bootstrap, topic, 3, isolation="read_committed")) == 3
+    assert len(consume(broker.bootstrap_servers, topic, 3, isolation="read_committed")) == 3
     fetched = broker.wait_lines(
         lambda lines: any(batch["isControl"] for line in _of(lines, "Fetch") for batch in _batches(line, "response")),
         "a Fetch response with the commit marker")
@@ -173,9 +177,9 @@ def test_transactional_producer_flow(traced: Callable[..., TracedBroker]) -> Non
 def test_injected_fault_shows_its_error_name(traced: Callable[..., TracedBroker]) -> None:
     broker = traced()
     topic = unique_topic("trace-fault")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     client_id = "trace-fault-client"
-    producer = transactional_producer(broker.bootstrap, unique_topic("tid"), **{"client.id": client_id})
+    producer = transactional_producer(broker.bootstrap_servers, unique_topic("tid"), **{"client.id": client_id})
     request = urllib.request.Request(f"http://{broker.admin}/faults", method="POST",
                                      data=json.dumps({"api": "EndTxn", "error": "NOT_COORDINATOR"}).encode())
     with urllib.request.urlopen(request, timeout=DEADLINE_S) as response:
@@ -195,10 +199,10 @@ def test_filters(traced: Callable[..., TracedBroker]) -> None:
     keep, drop = unique_topic("keep"), unique_topic("drop")
     broker = traced("--trace-api", "Produce", "--trace-api", "EndTxn", "--trace-client-id", "alpha",
                     "--trace-topic", keep)
-    create_topic(broker.bootstrap, keep)
-    create_topic(broker.bootstrap, drop)
-    alpha = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "alpha", "linger.ms": 0})
-    beta = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "beta", "linger.ms": 0})
+    create_topic(broker.bootstrap_servers, keep)
+    create_topic(broker.bootstrap_servers, drop)
+    alpha = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "alpha", "linger.ms": 0})
+    beta = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "beta", "linger.ms": 0})
     for producer, topic in ((alpha, drop), (alpha, keep), (beta, keep), (beta, drop)):
         producer.produce(topic, value=b"x")
         assert producer.flush(DEADLINE_S) == 0
@@ -259,17 +263,17 @@ class EventReader:
 def test_trace_stream(traced: Callable[..., TracedBroker]) -> None:
     broker = traced()
     topic = unique_topic("trace-sse")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     host, port = broker.admin.split(":")
     with socket.create_connection((host, int(port)), timeout=DEADLINE_S) as sock:
         sock.sendall(b"GET /trace/stream?client_id=sse-client&api=Produce HTTP/1.1\r\nHost: x\r\n\r\n")
         stream = EventReader(sock)
         stream.read_until(lambda: b"\r\n\r\n" in stream.buffer)
         assert stream.head.startswith(b"HTTP/1.1 200") and b"text/event-stream" in stream.head
-        other = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "other", "linger.ms": 0})
+        other = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "other", "linger.ms": 0})
         other.produce(topic, value=b"not for the stream")
         assert other.flush(DEADLINE_S) == 0
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "sse-client", "linger.ms": 0})
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "sse-client", "linger.ms": 0})
         for index in range(3):
             producer.produce(topic, value=b"v%d" % index)
             assert producer.flush(DEADLINE_S) == 0
@@ -320,22 +324,22 @@ def test_a_deleted_topic_that_was_fetched_keeps_no_file_open(traced: Callable[..
     from confluent_kafka.admin import AdminClient
 
     broker = traced()
-    assert broker.process is not None
+    assert broker.alive
     topic = unique_topic("fetched-then-deleted")
-    create_topic(broker.bootstrap, topic)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50, "batch.size": 1 << 20})
+    create_topic(broker.bootstrap_servers, topic)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 50, "batch.size": 1 << 20})
     values = [bytes([index]) * 20_000 for index in range(10)]  # one batch of 200 KB: a file region when fetched
     for value in values:
         producer.produce(topic, value=value)
     assert producer.flush(DEADLINE_S) == 0
-    assert [record.value for record in consume(broker.bootstrap, topic, len(values))] == values
-    pid = broker.process.pid
+    assert [record.value for record in consume(broker.bootstrap_servers, topic, len(values))] == values
+    pid = broker.pid
 
     def topic_files_open() -> list[str]:
         return [target for target in open_descriptor_targets(pid) if f"/{topic}-0" in target]
 
     assert topic_files_open()  # the live segment, as before any deletion
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     admin.delete_topics([topic], operation_timeout=10)[topic].result(timeout=DEADLINE_S)
     poll_until(lambda: not topic_files_open(), timeout=DEADLINE_S,
                message=f"the broker to close every file of the deleted topic {topic}")

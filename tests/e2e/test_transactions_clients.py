@@ -24,35 +24,38 @@ from kafka.errors import KafkaError as KpKafkaError
 from kafka.structs import OffsetAndMetadata
 from minikafka.coordinator.hashing import partition_for
 from minikafka.coordinator.transaction.log import decode_key, encode_key
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
+from tests.support.clients import consume, create_topic, transactional_producer
+from tests.support.names import unique_topic
+from tests.support.transactions import assert_state_sequence, states_of
+from tests.support.waiting import poll_until
 
-from .helpers import assert_state_sequence, consume, create_topic, states_of, transactional_producer
 from .test_kafkajs import JS_DIR, NODE, run_js
 
 
-def committed_values(broker: BrokerProcess, topic: str, count: int, timeout: float = 4) -> list[bytes]:
-    return sorted(r.value for r in consume(broker.bootstrap, topic, count, isolation="read_committed",  # type: ignore[misc]
+def committed_values(broker: Broker, topic: str, count: int, timeout: float = 4) -> list[bytes]:
+    return sorted(r.value for r in consume(broker.bootstrap_servers, topic, count, isolation="read_committed",  # type: ignore[misc]
                                            timeout=timeout))
 
 
-def all_values(broker: BrokerProcess, topic: str, count: int) -> list[bytes]:
-    return sorted(r.value for r in consume(broker.bootstrap, topic, count))  # type: ignore[misc]
+def all_values(broker: Broker, topic: str, count: int) -> list[bytes]:
+    return sorted(r.value for r in consume(broker.bootstrap_servers, topic, count))  # type: ignore[misc]
 
 
-def group_offset(broker: BrokerProcess, group: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+def group_offset(broker: Broker, group: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group})
     try:
         return consumer.committed([TopicPartition(topic, 0)], timeout=10)[0].offset
     finally:
         consumer.close()
 
 
-async def test_aiokafka_transactions(broker: BrokerProcess) -> None:
+async def test_aiokafka_transactions(broker: Broker) -> None:
     topic, group = unique_topic("aiotx"), unique_topic("aiogroup")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     transactional_id = unique_topic("aiotid")
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=transactional_id)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=transactional_id)
     await producer.start()
     try:
         async with producer.transaction():
@@ -62,7 +65,7 @@ async def test_aiokafka_transactions(broker: BrokerProcess) -> None:
         await producer.send_and_wait(topic, b"aborted")
         await producer.send_offsets_to_transaction({AioTopicPartition(topic, 0): 99}, group)
         await producer.abort_transaction()
-        successor = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=transactional_id)
+        successor = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=transactional_id)
         await successor.start()
         await successor.stop()
         with pytest.raises(AioKafkaError):
@@ -75,11 +78,11 @@ async def test_aiokafka_transactions(broker: BrokerProcess) -> None:
     assert group_offset(broker, group, topic) == 7
 
 
-def test_kafka_python_transactions(broker: BrokerProcess) -> None:
+def test_kafka_python_transactions(broker: Broker) -> None:
     topic, group = unique_topic("kptx"), unique_topic("kpgroup")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     transactional_id = unique_topic("kptid")
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=transactional_id)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=transactional_id)
     producer.init_transactions()
     producer.begin_transaction()
     producer.send(topic, b"committed")
@@ -88,7 +91,7 @@ def test_kafka_python_transactions(broker: BrokerProcess) -> None:
     producer.begin_transaction()
     producer.send(topic, b"aborted").get(15)
     producer.abort_transaction()
-    successor = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=transactional_id)
+    successor = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=transactional_id)
     successor.init_transactions()
     successor.close()
     producer.begin_transaction()
@@ -103,10 +106,10 @@ def test_kafka_python_transactions(broker: BrokerProcess) -> None:
 
 @pytest.mark.kafkajs
 @pytest.mark.skipif(NODE is None or not (JS_DIR / "node_modules" / "kafkajs").exists(), reason="kafkajs missing")
-def test_kafkajs_transactions(broker: BrokerProcess) -> None:
+def test_kafkajs_transactions(broker: Broker) -> None:
     topic, group = unique_topic("kjstx"), unique_topic("kjsgroup")
-    create_topic(broker.bootstrap, topic)
-    result = run_js("transactions.js", broker.bootstrap, topic, group)
+    create_topic(broker.bootstrap_servers, topic)
+    result = run_js("transactions.js", broker.bootstrap_servers, topic, group)
     assert result == {"done": True, "zombieFenced": True}
     assert committed_values(broker, topic, 2) == [b"committed"]
     assert b"aborted" in all_values(broker, topic, 2)
@@ -120,13 +123,13 @@ BEYOND_WAIT_S = 3.0
 
 
 @pytest.fixture
-def mixed_log(broker: BrokerProcess):  # type: ignore[no-untyped-def]
+def mixed_log(broker: Broker):  # type: ignore[no-untyped-def]
     """committed, aborted, plain and committed records, then an open transaction and a plain record."""
     topic = unique_topic("mixed")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
 
     def transactional(name: str) -> Producer:
-        return transactional_producer(broker.bootstrap, unique_topic(name))
+        return transactional_producer(broker.bootstrap_servers, unique_topic(name))
 
     writer = transactional("mixed-writer")
     writer.begin_transaction()
@@ -138,7 +141,7 @@ def mixed_log(broker: BrokerProcess):  # type: ignore[no-untyped-def]
     writer.produce(topic, b"a2", partition=0)
     writer.flush(15)
     writer.abort_transaction(15)
-    plain = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    plain = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
     plain.produce(topic, b"p1", partition=0)
     plain.flush(15)
     writer.begin_transaction()
@@ -156,8 +159,8 @@ def mixed_log(broker: BrokerProcess):  # type: ignore[no-untyped-def]
     holder.abort_transaction(15)
 
 
-async def test_aiokafka_read_committed_drops_aborted_and_stops_at_lso(broker: BrokerProcess, mixed_log: str) -> None:
-    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, isolation_level="read_committed",
+async def test_aiokafka_read_committed_drops_aborted_and_stops_at_lso(broker: Broker, mixed_log: str) -> None:
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers, isolation_level="read_committed",
                                 auto_offset_reset="earliest", enable_auto_commit=False)
     await consumer.start()
     seen: list[bytes] = []
@@ -172,8 +175,8 @@ async def test_aiokafka_read_committed_drops_aborted_and_stops_at_lso(broker: Br
     assert seen == READ_COMMITTED_VALUES
 
 
-def test_kafka_python_read_committed_drops_aborted_and_stops_at_lso(broker: BrokerProcess, mixed_log: str) -> None:
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, isolation_level="read_committed",
+def test_kafka_python_read_committed_drops_aborted_and_stops_at_lso(broker: Broker, mixed_log: str) -> None:
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, isolation_level="read_committed",
                              auto_offset_reset="earliest", enable_auto_commit=False,
                              consumer_timeout_ms=int(BEYOND_WAIT_S * 1000))
     try:
@@ -186,8 +189,8 @@ def test_kafka_python_read_committed_drops_aborted_and_stops_at_lso(broker: Brok
 
 @pytest.mark.kafkajs
 @pytest.mark.skipif(NODE is None or not (JS_DIR / "node_modules" / "kafkajs").exists(), reason="kafkajs missing")
-def test_kafkajs_read_committed_drops_aborted_and_stops_at_lso(broker: BrokerProcess, mixed_log: str) -> None:
-    result = run_js("read_committed.js", broker.bootstrap, mixed_log, str(len(READ_COMMITTED_VALUES)),
+def test_kafkajs_read_committed_drops_aborted_and_stops_at_lso(broker: Broker, mixed_log: str) -> None:
+    result = run_js("read_committed.js", broker.bootstrap_servers, mixed_log, str(len(READ_COMMITTED_VALUES)),
                     str(int(BEYOND_WAIT_S * 1000)))
     assert [v.encode() for v in result["values"]] == READ_COMMITTED_VALUES
 
@@ -197,11 +200,12 @@ def test_kafkajs_read_committed_drops_aborted_and_stops_at_lso(broker: BrokerPro
 KAFKAJS_MISSING = NODE is None or not (JS_DIR / "node_modules" / "kafkajs").exists()
 
 
-def read_to_end(broker: BrokerProcess, topic: str, partitions: tuple[int, ...], isolation: str,
+def read_to_end(broker: Broker, topic: str, partitions: tuple[int, ...], isolation: str,
                 timeout: float = 20) -> list[tuple[int, bytes]]:
     """(partition, value) of every record a librdkafka consumer of `isolation` is given from offset 0 up
     to each partition's end (the last stable offset for read_committed), sorted; no waiting past it."""
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "e2e-reader", "enable.auto.commit": False,
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "e2e-reader",
+                         "enable.auto.commit": False,
                          "isolation.level": isolation, "fetch.wait.max.ms": 100, "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
     received: list[tuple[int, bytes]] = []
@@ -234,14 +238,14 @@ def atomic_records(first: str, second: str, prefix: str) -> list[tuple[str, int,
             + [(second, i % 2, f"{prefix}-y{i}".encode()) for i in range(6)])
 
 
-def atomic_topics(broker: BrokerProcess, client: str) -> tuple[str, str]:
+def atomic_topics(broker: Broker, client: str) -> tuple[str, str]:
     first, second = unique_topic(f"{client}-atoma"), unique_topic(f"{client}-atomb")
-    create_topic(broker.bootstrap, first, ATOMIC_PARTITIONS["first"])
-    create_topic(broker.bootstrap, second, ATOMIC_PARTITIONS["second"])
+    create_topic(broker.bootstrap_servers, first, ATOMIC_PARTITIONS["first"])
+    create_topic(broker.bootstrap_servers, second, ATOMIC_PARTITIONS["second"])
     return first, second
 
 
-def assert_atomic_outcome(broker: BrokerProcess, first: str, second: str) -> None:
+def assert_atomic_outcome(broker: Broker, first: str, second: str) -> None:
     for topic, partitions in ((first, (0, 1, 2)), (second, (0, 1))):
         committed = sorted((p, v) for t, p, v in atomic_records(first, second, "c") if t == topic)
         aborted = sorted((p, v) for t, p, v in atomic_records(first, second, "a") if t == topic)
@@ -249,9 +253,9 @@ def assert_atomic_outcome(broker: BrokerProcess, first: str, second: str) -> Non
         assert read_to_end(broker, topic, partitions, "read_uncommitted") == sorted(committed + aborted), topic
 
 
-async def test_aiokafka_atomic_across_partitions_and_topics(broker: BrokerProcess) -> None:
+async def test_aiokafka_atomic_across_partitions_and_topics(broker: Broker) -> None:
     first, second = atomic_topics(broker, "aio")
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=unique_topic("aiotid"))
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=unique_topic("aiotid"))
     await producer.start()
     try:
         async with producer.transaction():
@@ -267,9 +271,9 @@ async def test_aiokafka_atomic_across_partitions_and_topics(broker: BrokerProces
     assert_atomic_outcome(broker, first, second)
 
 
-def test_kafka_python_atomic_across_partitions_and_topics(broker: BrokerProcess) -> None:
+def test_kafka_python_atomic_across_partitions_and_topics(broker: Broker) -> None:
     first, second = atomic_topics(broker, "kp")
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=unique_topic("kptid"))
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=unique_topic("kptid"))
     try:
         producer.init_transactions()
         producer.begin_transaction()
@@ -288,9 +292,9 @@ def test_kafka_python_atomic_across_partitions_and_topics(broker: BrokerProcess)
 
 @pytest.mark.kafkajs
 @pytest.mark.skipif(KAFKAJS_MISSING, reason="kafkajs missing")
-def test_kafkajs_atomic_across_partitions_and_topics(broker: BrokerProcess) -> None:
+def test_kafkajs_atomic_across_partitions_and_topics(broker: Broker) -> None:
     first, second = atomic_topics(broker, "kjs")
-    assert run_js("transactions_atomic.js", broker.bootstrap, first, second) == {"done": True}
+    assert run_js("transactions_atomic.js", broker.bootstrap_servers, first, second) == {"done": True}
     assert_atomic_outcome(broker, first, second)
 
 
@@ -301,15 +305,16 @@ TXN_TIMEOUT_MS = 2000
 ABORT_DEADLINE_S = 20.0
 
 
-def timeout_broker(broker_factory) -> BrokerProcess:  # type: ignore[no-untyped-def]
+def timeout_broker(broker_factory) -> Broker:  # type: ignore[no-untyped-def]
     return broker_factory(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
                              "log.initial.task.delay.ms": "0"})
 
 
-def wait_for_abort_marker(broker: BrokerProcess, topic: str) -> None:
+def wait_for_abort_marker(broker: Broker, topic: str) -> None:
     """One record at offset 0 of an open transaction: the end offset read_committed sees (the last
     stable offset) passes 1 only once the coordinator wrote the abort marker after it."""
-    reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lso", "isolation.level": "read_committed"})
+    reader = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "lso",
+                       "isolation.level": "read_committed"})
     try:
         poll_until(lambda: reader.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)[1] >= 2,
                    timeout=ABORT_DEADLINE_S, interval=0.1, message="the broker to abort the timed-out transaction")
@@ -317,7 +322,7 @@ def wait_for_abort_marker(broker: BrokerProcess, topic: str) -> None:
         reader.close()
 
 
-def assert_timed_out_record_aborted(broker: BrokerProcess, topic: str) -> None:
+def assert_timed_out_record_aborted(broker: Broker, topic: str) -> None:
     assert read_to_end(broker, topic, (0,), "read_committed") == []
     assert read_to_end(broker, topic, (0,), "read_uncommitted") == [(0, b"too-slow")]
 
@@ -325,8 +330,8 @@ def assert_timed_out_record_aborted(broker: BrokerProcess, topic: str) -> None:
 async def test_aiokafka_broker_aborts_a_timed_out_transaction(broker_factory) -> None:  # type: ignore[no-untyped-def]
     broker = timeout_broker(broker_factory)
     topic = unique_topic("aiotxto")
-    create_topic(broker.bootstrap, topic)
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=unique_topic("aiotid"),
+    create_topic(broker.bootstrap_servers, topic)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=unique_topic("aiotid"),
                                 transaction_timeout_ms=TXN_TIMEOUT_MS)
     await producer.start()
     try:
@@ -345,8 +350,8 @@ async def test_aiokafka_broker_aborts_a_timed_out_transaction(broker_factory) ->
 def test_kafka_python_broker_aborts_a_timed_out_transaction(broker_factory) -> None:  # type: ignore[no-untyped-def]
     broker = timeout_broker(broker_factory)
     topic = unique_topic("kptxto")
-    create_topic(broker.bootstrap, topic)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=unique_topic("kptid"),
+    create_topic(broker.bootstrap_servers, topic)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=unique_topic("kptid"),
                              transaction_timeout_ms=TXN_TIMEOUT_MS)
     try:
         producer.init_transactions()
@@ -365,9 +370,9 @@ def test_kafka_python_broker_aborts_a_timed_out_transaction(broker_factory) -> N
 def test_kafkajs_broker_aborts_a_timed_out_transaction(broker_factory) -> None:  # type: ignore[no-untyped-def]
     broker = timeout_broker(broker_factory)
     topic = unique_topic("kjstxto")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     # The script polls the end offset itself (deadline ABORT_DEADLINE_S), then commits.
-    result = run_js("transaction_timeout.js", broker.bootstrap, topic, str(TXN_TIMEOUT_MS),
+    result = run_js("transaction_timeout.js", broker.bootstrap_servers, topic, str(TXN_TIMEOUT_MS),
                     str(int(ABORT_DEADLINE_S * 1000)))
     assert int(result["endOffset"]) >= 2, "the broker did not abort the timed-out transaction"
     error = result["commitError"]
@@ -383,20 +388,20 @@ MAX_TXN_TIMEOUT_MS = 5000
 TOO_LONG_TXN_TIMEOUT_MS = 60000
 
 
-def max_timeout_broker(broker_factory) -> BrokerProcess:  # type: ignore[no-untyped-def]
+def max_timeout_broker(broker_factory) -> Broker:  # type: ignore[no-untyped-def]
     return broker_factory(**{"transaction.max.timeout.ms": str(MAX_TXN_TIMEOUT_MS)})
 
 
 async def test_aiokafka_invalid_transaction_timeout(broker_factory) -> None:  # type: ignore[no-untyped-def]
     broker = max_timeout_broker(broker_factory)
-    refused = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=unique_topic("aiotid"),
+    refused = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=unique_topic("aiotid"),
                                transaction_timeout_ms=TOO_LONG_TXN_TIMEOUT_MS)
     try:
         with pytest.raises(aio_errors.InvalidTransactionTimeout):
             await asyncio.wait_for(refused.start(), 20)
     finally:
         await refused.stop()
-    accepted = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=unique_topic("aiotid"),
+    accepted = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=unique_topic("aiotid"),
                                 transaction_timeout_ms=MAX_TXN_TIMEOUT_MS)
     await asyncio.wait_for(accepted.start(), 20)
     await accepted.stop()
@@ -404,7 +409,7 @@ async def test_aiokafka_invalid_transaction_timeout(broker_factory) -> None:  # 
 
 def test_kafka_python_invalid_transaction_timeout(broker_factory) -> None:  # type: ignore[no-untyped-def]
     broker = max_timeout_broker(broker_factory)
-    refused = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=unique_topic("kptid"),
+    refused = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=unique_topic("kptid"),
                             transaction_timeout_ms=TOO_LONG_TXN_TIMEOUT_MS, max_block_ms=20000)
     try:
         # kafka-python turns InitProducerId errors it does not handle into a plain KafkaError that names
@@ -413,7 +418,7 @@ def test_kafka_python_invalid_transaction_timeout(broker_factory) -> None:  # ty
             refused.init_transactions()
     finally:
         refused.close(timeout=5)
-    accepted = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=unique_topic("kptid"),
+    accepted = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=unique_topic("kptid"),
                              transaction_timeout_ms=MAX_TXN_TIMEOUT_MS, max_block_ms=20000)
     try:
         accepted.init_transactions()
@@ -425,11 +430,11 @@ def test_kafka_python_invalid_transaction_timeout(broker_factory) -> None:  # ty
 @pytest.mark.skipif(KAFKAJS_MISSING, reason="kafkajs missing")
 def test_kafkajs_invalid_transaction_timeout(broker_factory) -> None:  # type: ignore[no-untyped-def]
     broker = max_timeout_broker(broker_factory)
-    refused = run_js("invalid_txn_timeout.js", broker.bootstrap, unique_topic("kjstid"),
+    refused = run_js("invalid_txn_timeout.js", broker.bootstrap_servers, unique_topic("kjstid"),
                      str(TOO_LONG_TXN_TIMEOUT_MS))["failure"]
     assert refused is not None, "a transaction timeout above transaction.max.timeout.ms was accepted"
     assert "INVALID_TRANSACTION_TIMEOUT" in (refused.get("type"), refused.get("originalType")), refused
-    assert run_js("invalid_txn_timeout.js", broker.bootstrap, unique_topic("kjstid"),
+    assert run_js("invalid_txn_timeout.js", broker.bootstrap_servers, unique_topic("kjstid"),
                   str(MAX_TXN_TIMEOUT_MS)) == {"failure": None}
 
 
@@ -440,17 +445,17 @@ TXN_STATE_PARTITIONS = 50
 TXN_LOG_DEADLINE_S = 15.0
 
 
-async def test_aiokafka_transaction_state_log_shows_the_state_sequence(broker: BrokerProcess) -> None:
+async def test_aiokafka_transaction_state_log_shows_the_state_sequence(broker: Broker) -> None:
     topic, transactional_id = unique_topic("aiotxlog"), unique_topic("aiotid")
-    create_topic(broker.bootstrap, topic)
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=transactional_id)
+    create_topic(broker.bootstrap_servers, topic)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=transactional_id)
     await producer.start()
     try:
         async with producer.transaction():
             await producer.send_and_wait(topic, b"v", partition=0)
     finally:
         await producer.stop()
-    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+    consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap_servers, enable_auto_commit=False,
                                 auto_offset_reset="earliest")
     await consumer.start()
     records: list[tuple[bytes, bytes | None]] = []
@@ -465,10 +470,10 @@ async def test_aiokafka_transaction_state_log_shows_the_state_sequence(broker: B
     assert_state_sequence(records, transactional_id, topic)
 
 
-def test_kafka_python_transaction_state_log_shows_the_state_sequence(broker: BrokerProcess) -> None:
+def test_kafka_python_transaction_state_log_shows_the_state_sequence(broker: Broker) -> None:
     topic, transactional_id = unique_topic("kptxlog"), unique_topic("kptid")
-    create_topic(broker.bootstrap, topic)
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=transactional_id)
+    create_topic(broker.bootstrap_servers, topic)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=transactional_id)
     try:
         producer.init_transactions()
         producer.begin_transaction()
@@ -476,7 +481,7 @@ def test_kafka_python_transaction_state_log_shows_the_state_sequence(broker: Bro
         producer.commit_transaction()
     finally:
         producer.close(timeout=5)
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, enable_auto_commit=False,
                              auto_offset_reset="earliest")
     records: list[tuple[bytes, bytes | None]] = []
     try:
@@ -492,14 +497,14 @@ def test_kafka_python_transaction_state_log_shows_the_state_sequence(broker: Bro
 
 @pytest.mark.kafkajs
 @pytest.mark.skipif(KAFKAJS_MISSING, reason="kafkajs missing")
-def test_kafkajs_transaction_state_log_shows_the_state_sequence(broker: BrokerProcess) -> None:
+def test_kafkajs_transaction_state_log_shows_the_state_sequence(broker: Broker) -> None:
     topic, transactional_id = unique_topic("kjstxlog"), unique_topic("kjstid")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     key = encode_key(transactional_id)
     expected = 4
     # The script commits one transaction with kafkajs, then reads the partition of the transactional
     # id with a kafkajs consumer until `expected` records of that key arrived (or the deadline).
-    result = run_js("txn_state_log.js", broker.bootstrap, topic, transactional_id,
+    result = run_js("txn_state_log.js", broker.bootstrap_servers, topic, transactional_id,
                     str(partition_for(transactional_id, TXN_STATE_PARTITIONS)), base64.b64encode(key).decode(),
                     str(expected), str(int(TXN_LOG_DEADLINE_S * 1000)))
     offsets = [int(r["offset"]) for r in result["records"]]

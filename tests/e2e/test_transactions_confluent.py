@@ -8,32 +8,27 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from minikafka.coordinator.hashing import partition_for
 from minikafka.coordinator.transaction.log import decode_key, formatter_json
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
-
-from .helpers import (
-    assert_state_sequence,
-    consume,
-    create_topic,
-    states_of,
-    transactional_producer,
-    txn_log_lines,
-)
+from tests.support.clients import consume, create_topic, transactional_producer
+from tests.support.names import unique_topic
+from tests.support.transactions import assert_state_sequence, states_of, txn_log_lines
+from tests.support.waiting import poll_until
 
 
-def txn_producer(broker: BrokerProcess, transactional_id: str, **extra: object) -> Producer:
-    return transactional_producer(broker.bootstrap, transactional_id, **{"linger.ms": 1, **extra})
+def txn_producer(broker: Broker, transactional_id: str, **extra: object) -> Producer:
+    return transactional_producer(broker.bootstrap_servers, transactional_id, **{"linger.ms": 1, **extra})
 
 
-def values(broker: BrokerProcess, topic: str, isolation: str, count: int, partitions: tuple[int, ...] = (0,),
+def values(broker: Broker, topic: str, isolation: str, count: int, partitions: tuple[int, ...] = (0,),
            timeout: float = 10) -> list[bytes]:
-    return sorted(r.value for r in consume(broker.bootstrap, topic, count, partitions=partitions,  # type: ignore[misc]
+    return sorted(r.value for r in consume(broker.bootstrap_servers, topic, count, partitions=partitions,  # type: ignore[misc]
                                            isolation=isolation, timeout=timeout))
 
 
-def test_commit_and_abort(broker: BrokerProcess) -> None:
+def test_commit_and_abort(broker: Broker) -> None:
     topic = unique_topic("txc")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     producer = txn_producer(broker, unique_topic("tid"))
     producer.begin_transaction()
     for i in range(3):
@@ -53,10 +48,10 @@ def test_commit_and_abort(broker: BrokerProcess) -> None:
                                                                                for i in range(3)])
 
 
-def test_open_transaction_blocks_read_committed(broker: BrokerProcess) -> None:
+def test_open_transaction_blocks_read_committed(broker: Broker) -> None:
     topic = unique_topic("txopen")
-    create_topic(broker.bootstrap, topic)
-    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    create_topic(broker.bootstrap_servers, topic)
+    plain = Producer({"bootstrap.servers": broker.bootstrap_servers})
     plain.produce(topic, b"before")
     plain.flush(10)
     producer = txn_producer(broker, unique_topic("tid"))
@@ -70,10 +65,10 @@ def test_open_transaction_blocks_read_committed(broker: BrokerProcess) -> None:
     assert values(broker, topic, "read_committed", 3) == [b"after", b"before", b"in-txn"]
 
 
-def test_atomic_across_partitions_and_topics(broker: BrokerProcess) -> None:
+def test_atomic_across_partitions_and_topics(broker: Broker) -> None:
     first, second = unique_topic("txa"), unique_topic("txb")
-    create_topic(broker.bootstrap, first, 3)
-    create_topic(broker.bootstrap, second, 2)
+    create_topic(broker.bootstrap_servers, first, 3)
+    create_topic(broker.bootstrap_servers, second, 2)
     producer = txn_producer(broker, unique_topic("tid"))
     producer.begin_transaction()
     for i in range(6):
@@ -90,12 +85,12 @@ def test_atomic_across_partitions_and_topics(broker: BrokerProcess) -> None:
     assert values(broker, second, "read_committed", 6, (0, 1)) == [f"y{i}".encode() for i in range(6)]
 
 
-def test_consume_transform_produce_offsets_move_only_on_commit(broker: BrokerProcess) -> None:
+def test_consume_transform_produce_offsets_move_only_on_commit(broker: Broker) -> None:
     source, sink = unique_topic("src"), unique_topic("sink")
-    create_topic(broker.bootstrap, source)
-    create_topic(broker.bootstrap, sink)
+    create_topic(broker.bootstrap_servers, source)
+    create_topic(broker.bootstrap_servers, sink)
     group = unique_topic("ctp")
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "enable.auto.commit": False,
                          "isolation.level": "read_committed"})
     producer = txn_producer(broker, unique_topic("tid"))
     tp = TopicPartition(source, 0)
@@ -121,15 +116,15 @@ def test_consume_transform_produce_offsets_move_only_on_commit(broker: BrokerPro
     assert values(broker, sink, "read_committed", 3, timeout=4) == [b"out-10", b"out-30"]
 
 
-def test_pending_transactional_offsets_are_unstable_for_require_stable(broker: BrokerProcess) -> None:
+def test_pending_transactional_offsets_are_unstable_for_require_stable(broker: Broker) -> None:
     """librdkafka's read_committed consumer fetches offsets with require_stable (KIP-447)."""
     source = unique_topic("stable")
-    create_topic(broker.bootstrap, source)
+    create_topic(broker.bootstrap_servers, source)
     group = unique_topic("stable-group")
     tp = TopicPartition(source, 0)
 
     def consumer(isolation: str) -> Consumer:
-        return Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+        return Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "enable.auto.commit": False,
                          "isolation.level": isolation})
 
     stable, unstable = consumer("read_committed"), consumer("read_uncommitted")
@@ -147,12 +142,12 @@ def test_pending_transactional_offsets_are_unstable_for_require_stable(broker: B
     unstable.close()
 
 
-def test_offsets_of_a_stale_generation_are_refused(broker: BrokerProcess) -> None:
+def test_offsets_of_a_stale_generation_are_refused(broker: Broker) -> None:
     """KIP-447: a transformer that lost its partitions in a rebalance cannot commit their offsets."""
     source = unique_topic("gen")
-    create_topic(broker.bootstrap, source, 2)
+    create_topic(broker.bootstrap_servers, source, 2)
     group = unique_topic("gen-group")
-    config = {"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+    config = {"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "enable.auto.commit": False,
               "session.timeout.ms": 6000, "heartbeat.interval.ms": 200}
     first = Consumer(config)
     first.subscribe([source])
@@ -182,9 +177,9 @@ def test_offsets_of_a_stale_generation_are_refused(broker: BrokerProcess) -> Non
     second.close()
 
 
-def test_zombie_is_fenced(broker: BrokerProcess) -> None:
+def test_zombie_is_fenced(broker: Broker) -> None:
     topic = unique_topic("txz")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     transactional_id = unique_topic("tid")
     zombie = txn_producer(broker, transactional_id)
     zombie.begin_transaction()
@@ -204,12 +199,13 @@ def test_broker_aborts_a_timed_out_transaction(broker_factory) -> None:
     broker = broker_factory(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
                                "log.initial.task.delay.ms": "0"})
     topic = unique_topic("txto")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     producer = txn_producer(broker, unique_topic("tid"), **{"transaction.timeout.ms": 1000})
     producer.begin_transaction()
     producer.produce(topic, b"too-slow")
     producer.flush(15)
-    reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "x", "isolation.level": "read_committed"})
+    reader = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "x",
+                       "isolation.level": "read_committed"})
     # Once the coordinator's abort marker is written, the last stable offset passes the record.
     poll_until(lambda: reader.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)[1] >= 2, timeout=20,
                message="the timed-out transaction to be aborted")
@@ -222,23 +218,24 @@ def test_broker_aborts_a_timed_out_transaction(broker_factory) -> None:
 
 def test_invalid_transaction_timeout(broker_factory) -> None:
     broker = broker_factory(**{"transaction.max.timeout.ms": "5000"})
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique_topic("tid"),
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": unique_topic("tid"),
                          "transaction.timeout.ms": 10000})
     with pytest.raises(KafkaException) as error:
         producer.init_transactions(15)
     assert "INVALID_TRANSACTION_TIMEOUT" in str(error.value) or "timeout" in str(error.value).lower()
 
 
-def test_transaction_state_log_shows_the_state_sequence(broker: BrokerProcess) -> None:
+def test_transaction_state_log_shows_the_state_sequence(broker: Broker) -> None:
     topic = unique_topic("txlog")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     transactional_id = unique_topic("tid")
     producer = txn_producer(broker, transactional_id)
     producer.begin_transaction()
     producer.produce(topic, b"v")
     producer.commit_transaction(15)
     partition = partition_for(transactional_id, 50)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "dump", "enable.auto.commit": False})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "dump",
+                         "enable.auto.commit": False})
     consumer.assign([TopicPartition("__transaction_state", partition, 0)])
     records: list[tuple[bytes, bytes | None]] = []
 
@@ -261,7 +258,7 @@ def test_transaction_state_log_shows_the_state_sequence(broker: BrokerProcess) -
 def test_transaction_version_1_writes_flexible_state_records_that_survive_a_restart(broker_factory) -> None:  # type: ignore[no-untyped-def]
     broker = broker_factory(**{"transaction.version": "1"})
     topic, transactional_id = unique_topic("tv1"), unique_topic("tv1-tid")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     producer = txn_producer(broker, transactional_id)
     producer.begin_transaction()
     producer.produce(topic, b"v1")

@@ -14,18 +14,18 @@ import threading
 import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import consume, create_topic
+from tests.support.clients import consume, create_topic
+from tests.support.names import unique_topic
 
 INPUT_RECORDS = 3000
 KILLS = 3
 DEADLINE_S = 240
 
 
-def fill_input(broker: BrokerProcess, topic: str) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+def fill_input(broker: Broker, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True})
     for number in range(INPUT_RECORDS):
         producer.produce(topic, str(number).encode(), partition=0)
     assert producer.flush(30) == 0
@@ -34,15 +34,15 @@ def fill_input(broker: BrokerProcess, topic: str) -> None:
 class Pipeline:
     """One instance of the transformer; rebuilt from scratch after any failure, as an app would."""
 
-    def __init__(self, broker: BrokerProcess, source: str, sink: str, group: str, transactional_id: str) -> None:
-        self.consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+    def __init__(self, broker: Broker, source: str, sink: str, group: str, transactional_id: str) -> None:
+        self.consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
                                   "enable.auto.commit": False, "isolation.level": "read_committed",
                                   "auto.offset.reset": "earliest", "socket.timeout.ms": 5000})
         self.consumer.assign([TopicPartition(source, 0, self._committed(source))])
         # metadata.recovery.strategy=none: when the only broker goes away, librdkafka >= 2.10 re-bootstraps
         # and decommissions it; a group coordinator cached on that decommissioned handle then makes the next
         # send_offsets_to_transaction hang past its timeout (librdkafka issues #5511 and #5456, open).
-        self.producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": transactional_id,
+        self.producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": transactional_id,
                                   "transaction.timeout.ms": 10000, "socket.timeout.ms": 5000,
                                   "message.timeout.ms": 9000, "metadata.recovery.strategy": "none"})
         self.producer.init_transactions(20)
@@ -72,11 +72,11 @@ class Pipeline:
                 closing()
 
 
-def test_exactly_once_across_kill_9(broker: BrokerProcess) -> None:
+def test_exactly_once_across_kill_9(broker: Broker) -> None:
     source, sink = unique_topic("eos-in"), unique_topic("eos-out")
     group, transactional_id = unique_topic("eos-group"), unique_topic("eos-tid")
-    create_topic(broker.bootstrap, source)
-    create_topic(broker.bootstrap, sink)
+    create_topic(broker.bootstrap_servers, source)
+    create_topic(broker.bootstrap_servers, sink)
     fill_input(broker, source)
 
     rng = random.Random(20261122)
@@ -94,7 +94,7 @@ def test_exactly_once_across_kill_9(broker: BrokerProcess) -> None:
                 if stop.wait(0.005):
                     return
             time.sleep(rng.uniform(0, 0.03))  # a random phase, not a wait for state
-            broker.kill9()
+            broker.kill()
             broker.start()
             kills_done += 1
 
@@ -123,7 +123,7 @@ def test_exactly_once_across_kill_9(broker: BrokerProcess) -> None:
     assert kills_done == KILLS, f"the broker was killed {kills_done} of {KILLS} times"
     assert position == INPUT_RECORDS, f"pipeline stopped at {position} before its deadline"
 
-    output = consume(broker.bootstrap, sink, INPUT_RECORDS + 1, isolation="read_committed", timeout=10)
+    output = consume(broker.bootstrap_servers, sink, INPUT_RECORDS + 1, isolation="read_committed", timeout=10)
     numbers = sorted(int(r.value) for r in output)  # type: ignore[arg-type]
     assert numbers == list(range(INPUT_RECORDS)), (
         f"{len(numbers)} records, {len(set(numbers))} distinct: every input exactly once")

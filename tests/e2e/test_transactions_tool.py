@@ -8,10 +8,10 @@ import sys
 from dataclasses import dataclass
 
 from confluent_kafka import Producer
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import consume, create_topic, transactional_producer
+from tests.support.clients import consume, create_topic, transactional_producer
+from tests.support.names import unique_topic
 
 TOOL_TIMEOUT_S = 60
 LIST_HEADER = ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
@@ -34,8 +34,8 @@ class Run:
         return [[cell.rstrip(" ") for cell in line[:-1].split("\t")] for line in lines]
 
 
-def transactions(broker: BrokerProcess | str, *args: str) -> Run:
-    bootstrap = broker if isinstance(broker, str) else broker.bootstrap
+def transactions(broker: Broker | str, *args: str) -> Run:
+    bootstrap = broker if isinstance(broker, str) else broker.bootstrap_servers
     done = subprocess.run([sys.executable, "-m", "minikafka.broker", "transactions", "--bootstrap-server", bootstrap,
                            *args], capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
     return Run(done.returncode, done.stdout, done.stderr)
@@ -46,18 +46,18 @@ def ok(run: Run) -> list[list[str]]:
     return run.table()
 
 
-def committed_values(broker: BrokerProcess, topic: str, partition: int, expected: int) -> list[bytes | None]:
-    return [r.value for r in consume(broker.bootstrap, topic, expected, partitions=(partition,),
+def committed_values(broker: Broker, topic: str, partition: int, expected: int) -> list[bytes | None]:
+    return [r.value for r in consume(broker.bootstrap_servers, topic, expected, partitions=(partition,),
                                      isolation="read_committed", timeout=4)]
 
 
-def test_open_then_committed_transaction(broker: BrokerProcess) -> None:
+def test_open_then_committed_transaction(broker: Broker) -> None:
     topic, tid = unique_topic("txtool"), unique_topic("tid")
-    create_topic(broker.bootstrap, topic, 2)
-    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    create_topic(broker.bootstrap_servers, topic, 2)
+    plain = Producer({"bootstrap.servers": broker.bootstrap_servers})
     plain.produce(topic, b"before", partition=1)
     plain.flush(10)
-    producer = transactional_producer(broker.bootstrap, tid)
+    producer = transactional_producer(broker.bootstrap_servers, tid)
     producer.begin_transaction()
     producer.produce(topic, b"in-txn", partition=1)
     producer.flush(15)
@@ -97,7 +97,7 @@ def test_open_then_committed_transaction(broker: BrokerProcess) -> None:
     assert after_commit[1][2] == "0", "the commit marker records coordinator epoch 0"
 
 
-def forget_transactions(broker: BrokerProcess) -> None:
+def forget_transactions(broker: Broker) -> None:
     """Restart the broker without its `__transaction_state` records: the coordinator no longer knows
     the open transaction, while the data partition still holds it, the way a transaction hangs."""
     broker.stop()
@@ -111,14 +111,14 @@ def forget_transactions(broker: BrokerProcess) -> None:
     broker.start()
 
 
-def test_find_hanging_and_abort(broker: BrokerProcess) -> None:
+def test_find_hanging_and_abort(broker: Broker) -> None:
     topic, tid = unique_topic("hang"), unique_topic("tid")
-    create_topic(broker.bootstrap, topic, 2)
-    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    create_topic(broker.bootstrap_servers, topic, 2)
+    plain = Producer({"bootstrap.servers": broker.bootstrap_servers})
     for partition in (0, 1):
         plain.produce(topic, b"before", partition=partition)
     plain.flush(10)
-    producer = transactional_producer(broker.bootstrap, tid)
+    producer = transactional_producer(broker.bootstrap_servers, tid)
     producer.begin_transaction()
     for partition in (0, 1):
         producer.produce(topic, b"in-txn", partition=partition)
@@ -159,9 +159,9 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def test_errors_are_one_line_and_exit_1(broker: BrokerProcess) -> None:
+def test_errors_are_one_line_and_exit_1(broker: Broker) -> None:
     topic = unique_topic("txerr")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     hint = " Enable debug logging for additional detail.\n"
     cases = {
         ("describe", "--transactional-id", "nope"):

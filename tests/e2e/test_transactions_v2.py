@@ -30,11 +30,13 @@ from kio.schema.txn_offset_commit.v5.request import (
 )
 from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.records import Record, build_batch
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, poll_until, unique_topic
-
-from .helpers import consume, create_topic, transactional_producer, txn_log_lines
-from .test_raw_protocol import Wire
+from tests.support.clients import consume, create_topic, transactional_producer
+from tests.support.names import unique_topic
+from tests.support.transactions import txn_log_lines
+from tests.support.waiting import poll_until
+from tests.support.wire import Wire
 
 NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TXN_STATE, OPERATION_NOT_ATTEMPTED = 0, 3, 48, 55
 PRODUCER_FENCED, TRANSACTION_ABORTABLE = 90, 120
@@ -43,7 +45,7 @@ PRODUCER_FENCED, TRANSACTION_ABORTABLE = 90, 120
 class Tv2Producer:
     """One transactional id, driven as Kafka's TransactionManager does under transaction version 2."""
 
-    def __init__(self, broker: BrokerProcess) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.wire = Wire(broker)
         self.correlation = 0
         self.transactional_id = unique_topic("tv2-tid")
@@ -103,14 +105,15 @@ class Tv2Producer:
         return self.call(request, 2, 5).topics[0].partitions[0].offset  # type: ignore[no-any-return]
 
 
-def committed_values(broker: BrokerProcess, topic: str, count: int, timeout: float = 10) -> list[bytes]:
-    return [r.value for r in consume(broker.bootstrap, topic, count, isolation="read_committed", timeout=timeout)]  # type: ignore[misc]
+def committed_values(broker: Broker, topic: str, count: int, timeout: float = 10) -> list[bytes]:
+    return [r.value for r in consume(broker.bootstrap_servers, topic, count, isolation="read_committed",
+                                     timeout=timeout)]  # type: ignore[misc]
 
 
 def test_java_client_sequence_bumps_the_epoch_at_every_end(broker_factory) -> None:  # type: ignore[no-untyped-def]
     broker = broker_factory(**{"transaction.version": "2"})
     topic = unique_topic("tv2")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     producer = Tv2Producer(broker)
     producer.init()
     first_epoch = producer.epoch
@@ -151,7 +154,7 @@ def test_java_client_sequence_bumps_the_epoch_at_every_end(broker_factory) -> No
 
     # librdkafka, read_committed: the committed records only; asking for one more shows no more come.
     assert committed_values(broker, topic, 4, timeout=3) == [b"c1", b"c2", b"c3"]
-    assert [r.value for r in consume(broker.bootstrap, topic, 4)] == [b"c1", b"c2", b"a1", b"c3"]
+    assert [r.value for r in consume(broker.bootstrap_servers, topic, 4)] == [b"c1", b"c2", b"a1", b"c3"]
 
     # A new instance fences the old one: its epoch is past every epoch the old instance had.
     successor = Tv2Producer(broker)
@@ -166,7 +169,7 @@ def test_java_client_sequence_bumps_the_epoch_at_every_end(broker_factory) -> No
 def test_txn_offset_commit_v5_adds_the_group_partition(broker_factory) -> None:  # type: ignore[no-untyped-def]
     broker = broker_factory(**{"transaction.version": "2"})
     topic, group = unique_topic("tv2o"), unique_topic("tv2g")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     producer = Tv2Producer(broker)
     producer.init()
 
@@ -191,10 +194,10 @@ def test_txn_offset_commit_v5_adds_the_group_partition(broker_factory) -> None: 
     producer.wire.close()
 
 
-def test_below_transaction_version_2_produce_v12_still_needs_add_partitions(broker: BrokerProcess) -> None:
+def test_below_transaction_version_2_produce_v12_still_needs_add_partitions(broker: Broker) -> None:
     """transaction.version 0 (the default): a client on version 1 sees exactly the old rules, even at v12."""
     topic = unique_topic("tv1")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     producer = Tv2Producer(broker)
     producer.init()
     assert producer.produce(topic, [b"unadded"]).error_code == INVALID_TXN_STATE
@@ -207,7 +210,7 @@ def test_add_partitions_v5_batches_transactions_from_a_broker(broker_factory) ->
     """The batched format partition leaders send: each transaction is answered under its own id."""
     broker = broker_factory(**{"transaction.version": "2"})
     topic = unique_topic("tv2b")
-    create_topic(broker.bootstrap, topic, partitions=2)
+    create_topic(broker.bootstrap_servers, topic, partitions=2)
     first, second = Tv2Producer(broker), Tv2Producer(broker)
     first.init()
     second.init()
@@ -237,7 +240,7 @@ def test_state_records_carry_the_client_transaction_version(broker_factory) -> N
     the bumped epochs; a restart replays them and the retry rule still holds."""
     broker = broker_factory(**{"transaction.version": "2"})
     topic = unique_topic("tv2log")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     producer = Tv2Producer(broker)
     producer.init()
     first_epoch = producer.epoch
@@ -267,8 +270,8 @@ def test_a_version_1_client_is_unchanged_on_a_version_2_broker(broker_factory) -
     its epoch stays across transactions and its state records carry no client version."""
     broker = broker_factory(**{"transaction.version": "2"})
     topic, transactional_id = unique_topic("tv1on2"), unique_topic("tv1on2-tid")
-    create_topic(broker.bootstrap, topic)
-    producer = transactional_producer(broker.bootstrap, transactional_id)
+    create_topic(broker.bootstrap_servers, topic)
+    producer = transactional_producer(broker.bootstrap_servers, transactional_id)
     producer.begin_transaction()
     producer.produce(topic, b"kept")
     producer.commit_transaction(15)

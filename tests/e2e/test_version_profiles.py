@@ -16,12 +16,13 @@ from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
 from kio.schema.join_group.v1.request import JoinGroupRequest, JoinGroupRequestProtocol
 from kio.schema.types import GroupId
+from minikafka.broker.config.config import ConfigError
 from minikafka.broker.handlers import all_handler_modules
 from minikafka.protocol.codec import decode_response, encode_request
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import create_topic
+from tests.support.brokers import process_broker
+from tests.support.clients import create_topic
+from tests.support.names import unique_topic
 
 VERSION_KEY = "minikafka.kafka.version"
 # profile -> the release kafka-python's recordings name it by
@@ -107,8 +108,9 @@ def test_too_new_api_versions_gets_the_profile_s_list(broker_factory) -> None:
 
 
 def test_unknown_version_is_a_configuration_error(tmp_path) -> None:
-    broker = BrokerProcess(tmp_path / "data", tmp_path, {VERSION_KEY: "1.0"})
-    with pytest.raises(RuntimeError, match=r"minikafka\.kafka\.version"):
+    broker = process_broker(tmp_path / "data", tmp_path, {VERSION_KEY: "1.0"})
+    # minikafka.testing checks the configuration before it spawns `minikafka serve`, which would refuse it too.
+    with pytest.raises(ConfigError, match=r"minikafka\.kafka\.version"):
         broker.start()
 
 
@@ -116,12 +118,12 @@ def test_unknown_version_is_a_configuration_error(tmp_path) -> None:
 def test_confluent_round_trip(broker_factory, profile: str) -> None:
     broker = broker_factory(**{VERSION_KEY: profile})
     topic = unique_topic("profile")
-    create_topic(broker.bootstrap, topic, partitions=2)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    create_topic(broker.bootstrap_servers, topic, partitions=2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True})
     for index in range(20):
         producer.produce(topic, key=str(index).encode(), value=f"v{index}".encode())
     assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": f"g-{uuid.uuid4().hex[:8]}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe([topic])
     values: set[bytes] = set()
@@ -144,7 +146,7 @@ def test_confluent_round_trip(broker_factory, profile: str) -> None:
                                                    ("4.0", (4, 0)), ("4.1", (4, 1))])
 def test_kafka_python_detects_the_release(broker_factory, profile: str, detected: tuple[int, int]) -> None:
     broker = broker_factory(**{VERSION_KEY: profile})
-    client = KafkaNetClient(bootstrap_servers=broker.bootstrap)
+    client = KafkaNetClient(bootstrap_servers=broker.bootstrap_servers)
     try:
         assert client.check_version(timeout_ms=10_000) == detected
     finally:

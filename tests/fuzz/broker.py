@@ -10,7 +10,7 @@ from typing import Any
 
 import psutil
 
-from tests.conftest import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 READY_DEADLINE_S = 180.0
 _CRASH_LINE = re.compile(r"memory allocation of \d+ bytes failed|panicked at|Fatal Python error|Segmentation fault")

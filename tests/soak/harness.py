@@ -1,7 +1,7 @@
 """Crash soak: kill -9 the broker under real-client load, restart it on the same data, check every cycle.
 
 Run with `make soak CYCLES=200 SEED=1` or `.venv/bin/python -m tests.soak.harness --cycles N --seed S`.
-Each cycle starts four confluent-kafka workers against one broker subprocess (tests/conftest.py's
+Each cycle starts four confluent-kafka workers against one broker subprocess (tests/support/broker_process.py's
 BrokerProcess, same port and data dir for the whole run):
 
 - plain: acks=all, not idempotent, numbered values round-robin over the partitions of `soak-plain`;
@@ -58,9 +58,9 @@ import structlog
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from tests.conftest import BrokerProcess
-from tests.e2e.helpers import create_topic
 from tests.e2e.test_transactions_crash import Pipeline
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import create_topic
 
 log = structlog.get_logger("soak")
 

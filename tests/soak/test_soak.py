@@ -3,11 +3,13 @@ check of the harness fires when the log or the ledger is made to disagree."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
 
-from tests.conftest import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 from .harness import (
     BROKER_OVERRIDES,
@@ -45,8 +47,21 @@ def write(broker: BrokerProcess, topic: str, value: bytes) -> None:
     assert producer.flush(15) == 0
 
 
-def test_every_check_fires_on_a_disagreement(broker_factory) -> None:
-    broker: BrokerProcess = broker_factory(**BROKER_OVERRIDES)
+@pytest.fixture
+def soak_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A broker run by the harness's own driver, as run_soak starts it (run_cycle kills it while it starts)."""
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    broker = BrokerProcess(tmp_path / "data", log_dir, BROKER_OVERRIDES).start()
+    yield broker
+    try:
+        broker.stop()
+    except Exception:
+        broker.kill9()
+
+
+def test_every_check_fires_on_a_disagreement(soak_broker: BrokerProcess) -> None:
+    broker = soak_broker
     create_topics(broker.bootstrap)
     ledger = Ledger()
     result = run_cycle(broker, ledger, SEED, 1, max_kill_delay_s=0.5)

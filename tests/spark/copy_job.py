@@ -39,7 +39,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    from tests.spark.conftest import LOCAL_MASTER, build_session
+    from tests.spark.session import LOCAL_MASTER, build_session
 
     spark = build_session(LOCAL_MASTER, "minikafka-copy-job")
     query = start_copy_query(spark, bootstrap=args.bootstrap, source=args.source, sink=args.sink,

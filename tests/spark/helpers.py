@@ -10,8 +10,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.produce import produce as produce_values
 
 
 @dataclass(frozen=True, order=True)
@@ -36,11 +38,9 @@ def create_topics(bootstrap: str, **partitions: int) -> None:
 
 def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]], *,
             partition: int | None = None, headers: list[tuple[str, bytes]] | None = None) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2})
-    for key, value in records:
-        extra = {"partition": partition} if partition is not None else {}
-        producer.produce(topic, value, key=key, headers=headers, **extra)
-    assert producer.flush(15) == 0
+    """(key, value) records; the delivery reports are not checked here: the tests read the topic back."""
+    produce_values(bootstrap, topic, [value for _key, value in records], keys=[key for key, _value in records],
+                   partition=partition, headers=headers, **{"linger.ms": 2})
 
 
 def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed", timeout: float = 30.0) -> list[Record]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from minikafka.testing import Broker
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import (
     ArrayType,
@@ -19,7 +20,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from tests.conftest import BrokerProcess, unique_topic
+from tests.support.names import unique_topic
 
 from .helpers import Record, create_topics, produce, read_topic
 
@@ -42,25 +43,26 @@ def spark_records(df: DataFrame) -> list[Record]:
                   for r in rows)
 
 
-def reader(spark: SparkSession, broker: BrokerProcess, **options: str) -> DataFrame:
-    return spark.read.format("minikafka").option("kafka.bootstrap.servers", broker.bootstrap).options(**options).load()
+def reader(spark: SparkSession, broker: Broker, **options: str) -> DataFrame:
+    return spark.read.format("minikafka").option("kafka.bootstrap.servers",
+                                                 broker.bootstrap_servers).options(**options).load()
 
 
-def txn_producer(broker: BrokerProcess) -> Producer:
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique_topic("src-tid"),
+def txn_producer(broker: Broker) -> Producer:
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": unique_topic("src-tid"),
                          "linger.ms": 2})
     producer.init_transactions(15)
     return producer
 
 
-def test_batch_read_matches_plain_consumer(spark: SparkSession, broker: BrokerProcess) -> None:
+def test_batch_read_matches_plain_consumer(spark: SparkSession, broker: Broker) -> None:
     prefix = unique_topic("batch")
     main, other = f"{prefix}-main", f"{prefix}-other"
-    create_topics(broker.bootstrap, **{main: 3, other: 1})
-    produce(broker.bootstrap, main, [(f"k{i % 11}".encode(), f"v{i}".encode()) for i in range(900)])
-    produce(broker.bootstrap, main, [(None, b"no-key"), (b"no-value", None)], partition=1,
+    create_topics(broker.bootstrap_servers, **{main: 3, other: 1})
+    produce(broker.bootstrap_servers, main, [(f"k{i % 11}".encode(), f"v{i}".encode()) for i in range(900)])
+    produce(broker.bootstrap_servers, main, [(None, b"no-key"), (b"no-value", None)], partition=1,
             headers=[("h1", b"x"), ("h2", b"")])
-    produce(broker.bootstrap, other, [(b"o", f"other-{i}".encode()) for i in range(25)])
+    produce(broker.bootstrap_servers, other, [(b"o", f"other-{i}".encode()) for i in range(25)])
     # Committed transactions put markers between records: offsets with no record behind them.
     producer = txn_producer(broker)
     for round_ in range(3):
@@ -71,7 +73,7 @@ def test_batch_read_matches_plain_consumer(spark: SparkSession, broker: BrokerPr
 
     df = reader(spark, broker, subscribe=main)
     assert df.schema == SPARK_KAFKA_SCHEMA
-    expected = read_topic(broker.bootstrap, main)
+    expected = read_topic(broker.bootstrap_servers, main)
     assert len(expected) == 900 + 2 + 9
     got = spark_records(df)
     assert got == expected
@@ -79,7 +81,7 @@ def test_batch_read_matches_plain_consumer(spark: SparkSession, broker: BrokerPr
 
     # subscribePattern covers both topics; like Java's Pattern.matches it must match the whole name.
     by_pattern = spark_records(reader(spark, broker, subscribePattern=f"{prefix}-.*"))
-    assert by_pattern == sorted(expected + read_topic(broker.bootstrap, other))
+    assert by_pattern == sorted(expected + read_topic(broker.bootstrap_servers, other))
     assert spark_records(reader(spark, broker, subscribePattern=prefix)) == []
 
     # JSON offsets with Spark's -2 (earliest) and -1 (latest).
@@ -91,11 +93,11 @@ def test_batch_read_matches_plain_consumer(spark: SparkSession, broker: BrokerPr
                       (r.partition == 1 and 10 <= r.offset < 20)]
 
 
-def test_read_committed_drops_aborted_records(spark: SparkSession, broker: BrokerProcess) -> None:
+def test_read_committed_drops_aborted_records(spark: SparkSession, broker: Broker) -> None:
     topic = unique_topic("rc")
-    create_topics(broker.bootstrap, **{topic: 2})
+    create_topics(broker.bootstrap_servers, **{topic: 2})
     producer = txn_producer(broker)
-    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    plain = Producer({"bootstrap.servers": broker.bootstrap_servers})
 
     def transaction(tag: str, commit: bool) -> None:
         producer.begin_transaction()
@@ -123,8 +125,8 @@ def test_read_committed_drops_aborted_records(spark: SparkSession, broker: Broke
     values = sorted(r.value for r in committed)
     assert values == sorted([f"c1-{i}".encode() for i in range(10)] + [f"c2-{i}".encode() for i in range(10)]
                             + [b"plain-1"])
-    assert committed == read_topic(broker.bootstrap, topic, "read_committed")
-    assert uncommitted == read_topic(broker.bootstrap, topic, "read_uncommitted")
+    assert committed == read_topic(broker.bootstrap_servers, topic, "read_committed")
+    assert uncommitted == read_topic(broker.bootstrap_servers, topic, "read_uncommitted")
     assert {b"a1-0", b"a2-9", b"open-0", b"open-1", b"plain-after-open"} <= {r.value for r in uncommitted}
     assert len(uncommitted) == 10 * 4 + 1 + 2 + 1
 
@@ -133,18 +135,18 @@ def test_read_committed_drops_aborted_records(spark: SparkSession, broker: Broke
     assert after == sorted([*values, b"open-0", b"open-1", b"plain-after-open"])
 
 
-def test_streaming_read_advances_and_resumes_from_checkpoint(spark: SparkSession, broker: BrokerProcess,
+def test_streaming_read_advances_and_resumes_from_checkpoint(spark: SparkSession, broker: Broker,
                                                              tmp_path: Path) -> None:
     topic = unique_topic("stream")
-    create_topics(broker.bootstrap, **{topic: 2})
-    produce(broker.bootstrap, topic, [(f"k{i}".encode(), f"first-{i}".encode()) for i in range(100)])
+    create_topics(broker.bootstrap_servers, **{topic: 2})
+    produce(broker.bootstrap_servers, topic, [(f"k{i}".encode(), f"first-{i}".encode()) for i in range(100)])
     seen: list[tuple[int, int, int, bytes]] = []  # (batch id, partition, offset, value)
 
     def collect(batch: DataFrame, batch_id: int) -> None:
         seen.extend((batch_id, r.partition, r.offset, r.value) for r in batch.collect())
 
     def run() -> list[dict]:
-        stream = (spark.readStream.format("minikafka").option("kafka.bootstrap.servers", broker.bootstrap)
+        stream = (spark.readStream.format("minikafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
                   .option("subscribe", topic).option("startingOffsets", "earliest")
                   .option("maxOffsetsPerTrigger", "30").load())
         query = (stream.writeStream.foreachBatch(collect)
@@ -163,7 +165,7 @@ def test_streaming_read_advances_and_resumes_from_checkpoint(spark: SparkSession
     assert {p: ends[topic][str(p)] for p in (0, 1)} == {p: sum(1 for s in seen if s[1] == p) for p in (0, 1)}
 
     # While the query is down: more records, including an aborted transaction and a committed one.
-    produce(broker.bootstrap, topic, [(None, f"second-{i}".encode()) for i in range(40)])
+    produce(broker.bootstrap_servers, topic, [(None, f"second-{i}".encode()) for i in range(40)])
     producer = txn_producer(broker)
     for commit in (False, True):
         producer.begin_transaction()

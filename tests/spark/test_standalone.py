@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pyspark
 import pytest
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, unique_topic
+from tests.support.names import unique_topic
 
-from .conftest import require_java
 from .helpers import create_topics, produce, read_topic
+from .session import require_java
 
 pytestmark = pytest.mark.spark
 
@@ -82,11 +83,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
         stop_daemon(master)
 
 
-def test_spark_submit_on_standalone_cluster(cluster: tuple[str, Path], broker: BrokerProcess, tmp_path: Path) -> None:
+def test_spark_submit_on_standalone_cluster(cluster: tuple[str, Path], broker: Broker, tmp_path: Path) -> None:
     master_url, work_dir = cluster
     source, batch_sink, stream_sink = (unique_topic("cl-a"), unique_topic("cl-batch"), unique_topic("cl-stream"))
-    create_topics(broker.bootstrap, **{source: 3, batch_sink: 2, stream_sink: 2})
-    produce(broker.bootstrap, source, [(f"k{i}".encode(), f"value-{i:04d}".encode()) for i in range(600)],
+    create_topics(broker.bootstrap_servers, **{source: 3, batch_sink: 2, stream_sink: 2})
+    produce(broker.bootstrap_servers, source, [(f"k{i}".encode(), f"value-{i:04d}".encode()) for i in range(600)],
             headers=[("origin", b"test")])
     job = Path(__file__).with_name("cluster_job.py")
     result = subprocess.run(
@@ -94,14 +95,14 @@ def test_spark_submit_on_standalone_cluster(cluster: tuple[str, Path], broker: B
          "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.executor.memory=512m",
          "--conf", f"spark.pyspark.python={sys.executable}", "--conf", f"spark.pyspark.driver.python={sys.executable}",
          "--conf", "spark.sql.shuffle.partitions=2",
-         str(job), broker.bootstrap, source, batch_sink, stream_sink, str(tmp_path / "checkpoint")],
+         str(job), broker.bootstrap_servers, source, batch_sink, stream_sink, str(tmp_path / "checkpoint")],
         env=spark_env(), capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     assert "streaming batches with data: [0, 1, 2]" in result.stdout, result.stdout[-2000:]
 
-    inputs = read_topic(broker.bootstrap, source)
-    batch_out = read_topic(broker.bootstrap, batch_sink)
-    stream_out = read_topic(broker.bootstrap, stream_sink)
+    inputs = read_topic(broker.bootstrap_servers, source)
+    batch_out = read_topic(broker.bootstrap_servers, batch_sink)
+    stream_out = read_topic(broker.bootstrap_servers, stream_sink)
     expected = sorted((r.key, r.value, r.headers) for r in inputs)
     assert sorted((r.key, r.value[::-1] if r.value else None, r.headers) for r in batch_out) == expected
     assert sorted((r.key, r.value, r.headers) for r in stream_out) == expected

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import tempfile
 import uuid
@@ -12,16 +13,21 @@ from pathlib import Path
 import pytest
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 from minikafka.broker.config.config import ConfigError
-from minikafka.testing import Broker, Mode
+from minikafka.testing import Broker, BrokerError, Mode
+
+from tests.support.produce import SEND_AT_ONCE, produce
 
 pytestmark = pytest.mark.e2e
 
 MODES: tuple[Mode, ...] = ("inprocess", "process")
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 UNCLEAN_RECOVERY_LINE = "recovered logs after unclean shutdown"
+
+# Returns only once every record is acknowledged (an idempotent producer asks for acks=all).
+IDEMPOTENT = {"enable.idempotence": True, **SEND_AT_ONCE}
 
 
 @pytest.fixture(params=MODES)
@@ -31,16 +37,6 @@ def mode(request: pytest.FixtureRequest) -> Mode:
 
 def _topic() -> str:
     return f"t-{uuid.uuid4().hex[:12]}"
-
-
-def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    """Idempotent produce; returns only once every record is acknowledged (acks=all)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 0})
-    errors: list[KafkaError] = []
-    for value in values:
-        producer.produce(topic, value, on_delivery=lambda err, _msg: errors.append(err) if err else None)
-    assert producer.flush(30) == 0, "records left unacknowledged"
-    assert errors == []
 
 
 def _consume(bootstrap: str, topic: str, count: int, timeout: float = 30.0) -> list[bytes]:
@@ -78,7 +74,7 @@ def broker(mode: Mode) -> Iterator[Broker]:
 def test_produce_and_consume_with_confluent_kafka(broker: Broker) -> None:
     topic = _topic()
     assert broker.bootstrap_servers == f"127.0.0.1:{broker.port}" and broker.port > 0
-    _produce(broker.bootstrap_servers, topic, [b"a", b"b", b"c"])
+    assert produce(broker.bootstrap_servers, topic, [b"a", b"b", b"c"], timeout=30, **IDEMPOTENT) == []
     assert _consume(broker.bootstrap_servers, topic, 3) == [b"a", b"b", b"c"]
 
 
@@ -105,7 +101,7 @@ async def test_produce_and_consume_with_aiokafka(broker: Broker) -> None:
 def test_config_is_passed_through(mode: Mode) -> None:
     with Broker({"num.partitions": 3, "auto.create.topics.enable": True}, mode=mode) as broker:
         topic = _topic()
-        _produce(broker.bootstrap_servers, topic, [b"v"])
+        assert produce(broker.bootstrap_servers, topic, [b"v"], timeout=30, **IDEMPOTENT) == []
         assert _partition_count(broker.bootstrap_servers, topic) == 3
 
 
@@ -120,12 +116,12 @@ def test_bad_config_is_a_config_error_and_leaves_nothing_behind(mode: Mode, tmp_
 def test_restart_keeps_data_and_port(broker: Broker) -> None:
     topic = _topic()
     port = broker.port
-    _produce(broker.bootstrap_servers, topic, [b"before"])
+    assert produce(broker.bootstrap_servers, topic, [b"before"], timeout=30, **IDEMPOTENT) == []
     broker.restart()
     assert broker.port == port
     assert (broker.data_dir / CLEAN_SHUTDOWN_MARKER).exists() is False  # taken when the broker started again
     assert UNCLEAN_RECOVERY_LINE not in broker.logs()
-    _produce(broker.bootstrap_servers, topic, [b"after"])
+    assert produce(broker.bootstrap_servers, topic, [b"after"], timeout=30, **IDEMPOTENT) == []
     assert _consume(broker.bootstrap_servers, topic, 2) == [b"before", b"after"]
 
 
@@ -133,7 +129,7 @@ def test_kill_then_start_recovers_acknowledged_data(broker: Broker) -> None:
     topic = _topic()
     port = broker.port
     values = [f"v{i}".encode() for i in range(200)]
-    _produce(broker.bootstrap_servers, topic, values)
+    assert produce(broker.bootstrap_servers, topic, values, timeout=30, **IDEMPOTENT) == []
     broker.kill()
     assert not broker.running
     # A crash writes no clean-shutdown marker, so the next start must recover the logs.
@@ -144,8 +140,39 @@ def test_kill_then_start_recovers_acknowledged_data(broker: Broker) -> None:
     assert _consume(broker.bootstrap_servers, topic, len(values)) == values
 
 
+def test_hard_restart_recovers_and_the_run_log_holds_the_latest_start_only(broker: Broker) -> None:
+    topic = _topic()
+    assert produce(broker.bootstrap_servers, topic, [b"before"], timeout=30, **IDEMPOTENT) == []
+    broker.restart(hard=True)
+    assert UNCLEAN_RECOVERY_LINE in broker.run_log()
+    broker.restart()
+    assert UNCLEAN_RECOVERY_LINE not in broker.run_log() and UNCLEAN_RECOVERY_LINE in broker.logs()
+    assert "broker ready" in broker.run_log()
+    assert _consume(broker.bootstrap_servers, topic, 1) == [b"before"]
+
+
+def test_pid_alive_and_the_exit_code_of_a_stop(broker: Broker) -> None:
+    assert broker.alive
+    assert (broker.pid == os.getpid()) is (broker.mode == "inprocess")
+    assert broker.stop() == 0
+    assert not broker.alive
+    assert broker.stop() == 0  # not running: nothing to stop
+    with pytest.raises(BrokerError, match="not running"):
+        _ = broker.pid
+
+
+def test_process_mode_without_admin_listener_and_with_serve_args(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    with Broker(mode="process", admin_listener=False, serve_args=("--trace", str(trace))) as broker:
+        assert broker.admin_url is None
+        assert produce(broker.bootstrap_servers, _topic(), [b"v"], timeout=30, **IDEMPOTENT) == []
+    assert "Produce" in {json.loads(line)["api"] for line in trace.read_text().splitlines()}
+    with pytest.raises(ValueError, match="mode='process'"):
+        Broker(serve_args=("--trace", str(trace)))
+
+
 def test_clean_stop_writes_the_clean_shutdown_marker(broker: Broker) -> None:
-    _produce(broker.bootstrap_servers, _topic(), [b"v"])
+    assert produce(broker.bootstrap_servers, _topic(), [b"v"], timeout=30, **IDEMPOTENT) == []
     broker.stop()
     assert (broker.data_dir / CLEAN_SHUTDOWN_MARKER).exists()
 
@@ -159,7 +186,7 @@ def test_own_temporary_directory_is_removed_and_a_given_one_kept(mode: Mode, tmp
     given = tmp_path / "data"
     log_file = tmp_path / "broker.log"
     with Broker(mode=mode, data_dir=given, log_file=log_file) as broker:
-        _produce(broker.bootstrap_servers, "kept", [b"v"])
+        assert produce(broker.bootstrap_servers, "kept", [b"v"], timeout=30, **IDEMPOTENT) == []
     assert (given / "kept-0").is_dir()
     assert "broker ready" in log_file.read_text()
 
@@ -171,7 +198,7 @@ def test_in_process_broker_leaves_the_callers_loop_and_logging_alone(capfd: pyte
     processors = list(structlog_config["processors"])
     log_file = tmp_path / "broker.log"
     with Broker(log_file=log_file) as broker:
-        _produce(broker.bootstrap_servers, _topic(), [b"v"])
+        assert produce(broker.bootstrap_servers, _topic(), [b"v"], timeout=30, **IDEMPOTENT) == []
         assert asyncio.get_event_loop_policy() is policy
         assert "uvloop" not in type(asyncio.get_event_loop_policy()).__module__
     logs = log_file.read_text()

@@ -34,7 +34,7 @@ from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.testing import Broker
 from minikafka.testing.broker import MODES, BrokerError, Mode
 
-from tests.e2e.test_raw_protocol import Wire
+from tests.support.wire import Wire
 
 MANUAL = {"minikafka.clock": "manual"}
 TRANSACTION_TIMEOUT_MS = 60_000

@@ -12,18 +12,20 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaProducer
 from minikafka.broker.control.faults import FaultSpecError
 from minikafka.testing import Broker, Mode
+
+from tests.support.clients import create_topic
+from tests.support.produce import Client, produce
 
 pytestmark = pytest.mark.e2e
 
 MODES: tuple[Mode, ...] = ("inprocess", "process")
 MESSAGES = 20
 DEADLINE_S = 30.0
+IDEMPOTENT = {"enable.idempotence": True, "linger.ms": 5}
 
 
 @pytest.fixture(scope="module", params=MODES)
@@ -47,11 +49,6 @@ def inprocess_broker() -> Iterator[Broker]:
 
 def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def _create_topic(broker: Broker, topic: str, partitions: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(DEADLINE_S)
 
 
 def _read_all(broker: Broker, topic: str, count: int, partition: int = 0) -> list[bytes]:
@@ -90,58 +87,25 @@ def _wait_until_fired(broker: Broker, fault_id: int) -> None:
 # --- idempotent producers retry through NOT_LEADER_OR_FOLLOWER and write every message once ------------
 
 
-def _produce_confluent(broker: Broker, topic: str, **config: object) -> list[KafkaError]:
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True,
-                         "linger.ms": 5, **config})
-    errors: list[KafkaError] = []
-    for value in _expected():
-        producer.produce(topic, value, on_delivery=lambda err, _msg: errors.append(err) if err else None)
-    assert producer.flush(DEADLINE_S) == 0, "records left unacknowledged"
-    return errors
-
-
-def _produce_aiokafka(broker: Broker, topic: str) -> None:
-    async def run() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=True,
-                                    retry_backoff_ms=20)
-        await producer.start()
-        try:
-            for value in _expected():
-                await producer.send_and_wait(topic, value)
-        finally:
-            await producer.stop()
-
-    asyncio.run(run())
-
-
-def _produce_kafka_python(broker: Broker, topic: str) -> None:
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=True,
-                             retry_backoff_ms=20)
-    try:
-        for value in _expected():
-            producer.send(topic, value).get(timeout=DEADLINE_S)
-    finally:
-        producer.close(timeout=DEADLINE_S)
-
-
 def test_confluent_idempotent_producer_retries_through_not_leader(broker: Broker) -> None:
     topic = _name("nl-confluent")
-    _create_topic(broker, topic)
+    create_topic(broker.bootstrap_servers, topic)
     rule = broker.add_fault(api="Produce", error="NOT_LEADER_OR_FOLLOWER", count=3, topic=topic)
     assert rule["remaining"] == 3 and rule["error_code"] == 6 and rule["api_key"] == 0
-    assert _produce_confluent(broker, topic) == []
+    assert produce(broker.bootstrap_servers, topic, _expected(), timeout=DEADLINE_S, **IDEMPOTENT) == []
     assert broker.faults() == []  # all three answers were given
     assert _read_all(broker, topic, MESSAGES) == _expected()
     assert broker.state()["topics"][topic]["partitions"]["0"]["high_watermark"] == MESSAGES
 
 
 @pytest.mark.parametrize("client", ["aiokafka", "kafka-python"])
-def test_python_idempotent_producers_retry_through_not_leader(inprocess_broker: Broker, client: str) -> None:
+def test_python_idempotent_producers_retry_through_not_leader(inprocess_broker: Broker, client: Client) -> None:
     broker = inprocess_broker
     topic = _name("nl-py")
-    _create_topic(broker, topic)
+    create_topic(broker.bootstrap_servers, topic)
     broker.add_fault(api=0, error=6, count=3, topic=topic)  # numbers work as well as Kafka's names
-    (_produce_aiokafka if client == "aiokafka" else _produce_kafka_python)(broker, topic)
+    produce(broker.bootstrap_servers, topic, _expected(), client=client, timeout=DEADLINE_S, enable_idempotence=True,
+            retry_backoff_ms=20)
     assert broker.faults() == []
     assert _read_all(broker, topic, MESSAGES) == _expected()
     partition = broker.state()["topics"][topic]["partitions"]["0"]
@@ -157,9 +121,9 @@ def test_dropped_connection_is_survived_exactly_once(broker: Broker, drop: str) 
     """"after" is the hard case: the batch is written, its acknowledgement lost; the retry must be
     recognised as a duplicate by the idempotent producer state."""
     topic = _name(f"drop-{drop}")
-    _create_topic(broker, topic)
+    create_topic(broker.bootstrap_servers, topic)
     broker.add_fault("Produce", drop=drop, count=1, topic=topic)  # type: ignore[arg-type]
-    assert _produce_confluent(broker, topic) == []
+    assert produce(broker.bootstrap_servers, topic, _expected(), timeout=DEADLINE_S, **IDEMPOTENT) == []
     assert broker.faults() == []
     assert _read_all(broker, topic, MESSAGES) == _expected()
     assert "connection dropped " + drop + " handling" in broker.logs()
@@ -167,9 +131,9 @@ def test_dropped_connection_is_survived_exactly_once(broker: Broker, drop: str) 
 
 def test_delay_is_survived(broker: Broker) -> None:
     topic = _name("delay")
-    _create_topic(broker, topic)
+    create_topic(broker.bootstrap_servers, topic)
     broker.add_fault("Produce", delay_ms=1500, count=1, topic=topic)
-    assert _produce_confluent(broker, topic) == []
+    assert produce(broker.bootstrap_servers, topic, _expected(), timeout=DEADLINE_S, **IDEMPOTENT) == []
     assert broker.faults() == []
     assert _read_all(broker, topic, MESSAGES) == _expected()
 
@@ -179,16 +143,17 @@ def test_delay_past_the_request_timeout_is_retried_exactly_once(inprocess_broker
     is still written when its delay ends, and the sequence numbers keep the log free of the duplicate."""
     broker = inprocess_broker
     topic = _name("delay-timeout")
-    _create_topic(broker, topic)
+    create_topic(broker.bootstrap_servers, topic)
     broker.add_fault("Produce", delay_ms=2500, count=1, topic=topic)
-    assert _produce_confluent(broker, topic, **{"request.timeout.ms": 1000}) == []
+    assert produce(broker.bootstrap_servers, topic, _expected(), timeout=DEADLINE_S, **IDEMPOTENT,
+                   **{"request.timeout.ms": 1000}) == []
     assert broker.faults() == []
     assert _read_all(broker, topic, MESSAGES) == _expected()
 
 
 def test_throttle_reaches_confluent_throttle_cb(broker: Broker) -> None:
     topic = _name("throttle")
-    _create_topic(broker, topic)
+    create_topic(broker.bootstrap_servers, topic)
     throttled: list[float] = []
     broker.add_fault("Produce", throttle_ms=700, count=1, topic=topic)
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0,
@@ -206,7 +171,7 @@ def test_error_goes_only_to_the_matched_partition(inprocess_broker: Broker) -> N
     """One Produce for partitions 0 and 1, a rule for partition 1: partition 0 is written, 1 is not."""
     broker = inprocess_broker
     topic = _name("split")
-    _create_topic(broker, topic, partitions=2)
+    create_topic(broker.bootstrap_servers, topic, partitions=2)
     # A permanent error, so the client reports it instead of retrying (librdkafka retries a leader change
     # whatever its `retries`).
     broker.add_fault("Produce", "TOPIC_AUTHORIZATION_FAILED", count=1, topic=topic, partition=1)
@@ -228,7 +193,7 @@ def test_error_goes_only_to_the_matched_partition(inprocess_broker: Broker) -> N
 def test_client_id_filter(inprocess_broker: Broker) -> None:
     broker = inprocess_broker
     topic = _name("client")
-    _create_topic(broker, topic)
+    create_topic(broker.bootstrap_servers, topic)
     rule = broker.add_fault("Produce", "TOPIC_AUTHORIZATION_FAILED", count=None, client_id="the-bad-one")
     for client_id, expected in (("a-good-one", None), ("the-bad-one", KafkaError.TOPIC_AUTHORIZATION_FAILED)):
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": client_id,
@@ -249,8 +214,8 @@ def test_client_id_filter(inprocess_broker: Broker) -> None:
 
 def test_consumer_survives_coordinator_errors(broker: Broker) -> None:
     topic, group = _name("grp"), _name("g")
-    _create_topic(broker, topic)
-    assert _produce_confluent(broker, topic) == []
+    create_topic(broker.bootstrap_servers, topic)
+    assert produce(broker.bootstrap_servers, topic, _expected(), timeout=DEADLINE_S, **IDEMPOTENT) == []
     rules = [
         broker.add_fault("FindCoordinator", "COORDINATOR_LOAD_IN_PROGRESS", count=2, group_id=group),
         broker.add_fault("JoinGroup", "NOT_COORDINATOR", count=1, group_id=group),
@@ -336,7 +301,7 @@ def test_rules_end_with_the_broker_run() -> None:
 
 def test_transaction_commits_through_coordinator_errors(broker: Broker) -> None:
     topic, transactional_id = _name("txn"), _name("tx")
-    _create_topic(broker, topic)
+    create_topic(broker.bootstrap_servers, topic)
     for api, error in (("FindCoordinator", "COORDINATOR_NOT_AVAILABLE"),
                        ("AddPartitionsToTxn", "CONCURRENT_TRANSACTIONS"), ("EndTxn", "CONCURRENT_TRANSACTIONS")):
         broker.add_fault(api, error, count=2, transactional_id=transactional_id)
@@ -370,8 +335,8 @@ def test_transaction_commits_through_coordinator_errors(broker: Broker) -> None:
 def test_aiokafka_consumer_survives_coordinator_errors(inprocess_broker: Broker) -> None:
     broker = inprocess_broker
     topic, group = _name("grp-aio"), _name("g")
-    _create_topic(broker, topic)
-    assert _produce_confluent(broker, topic) == []
+    create_topic(broker.bootstrap_servers, topic)
+    assert produce(broker.bootstrap_servers, topic, _expected(), timeout=DEADLINE_S, **IDEMPOTENT) == []
     broker.add_fault("FindCoordinator", "COORDINATOR_LOAD_IN_PROGRESS", count=2, group_id=group)
     broker.add_fault("Heartbeat", "NOT_COORDINATOR", count=1, group_id=group)
     broker.add_fault("OffsetCommit", "NOT_COORDINATOR", count=1, group_id=group)
@@ -407,7 +372,7 @@ def test_throttle_mutes_the_connection_after_the_response(inprocess_broker: Brok
     from kio.schema.metadata.v12.request import MetadataRequest
     from minikafka.protocol.codec import decode_response, encode_request
 
-    from tests.e2e.test_raw_protocol import Wire
+    from tests.support.wire import Wire
 
     throttle_ms = 400
     inprocess_broker.add_fault("Metadata", throttle_ms=throttle_ms, count=1)

@@ -23,7 +23,7 @@ from minikafka.protocol.render import MAX_BATCHES_SUMMARISED, Walk, kafka_uuid, 
 from minikafka.storage.config import LogConfig
 from minikafka.storage.log import REGION_MIN_BYTES, PartitionLog
 
-from tests.conftest import open_descriptor_targets
+from tests.support.descriptors import open_descriptor_targets
 
 
 def _exchange(api_key: int, version: int, request: Any = None, response: Any = None, *, client_id: str = "c",

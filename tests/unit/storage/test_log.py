@@ -29,7 +29,7 @@ from minikafka.storage.files import write_fully, write_parts_fully
 from minikafka.storage.log import REGION_MIN_BYTES, PartitionLog
 from minikafka.storage.manager import CLEAN_SHUTDOWN_FILE, LogManager
 
-from tests.conftest import open_descriptor_targets
+from tests.support.descriptors import open_descriptor_targets
 
 NOW = 1_700_000_000_000
 

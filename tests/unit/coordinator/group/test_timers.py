@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 from minikafka.coordinator.group.timers import Timers
+from minikafka.storage.clock import SystemClock
 
 from .fakes import FakeClock
 
@@ -39,13 +39,8 @@ def test_callback_may_reschedule_itself() -> None:
     assert len(count) == 3
 
 
-class WallClock:
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-
 async def test_runner_fires_and_wakes_for_earlier_deadlines() -> None:
-    clock = WallClock()
+    clock = SystemClock()
     timers = Timers(clock)
     timers.start()
     done = asyncio.Event()
