@@ -14,9 +14,9 @@ from kio.schema.init_producer_id.v4.request import InitProducerIdRequest as Init
 from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.testing import Broker
 
-from tests.conftest import poll_until
+from tests.support.clients import consume, create_topic, transactional_producer
+from tests.support.waiting import poll_until
 
-from .helpers import consume, create_topic, transactional_producer
 from .test_raw_protocol import Wire
 
 INIT_PRODUCER_ID = 22

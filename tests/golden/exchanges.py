@@ -22,7 +22,7 @@ from minikafka.protocol.codec import decode_response, encode_request, request_sc
 from minikafka.protocol.errors import ErrorCode
 from minikafka.testing import Broker
 
-from tests.conftest import poll_until
+from tests.support.waiting import poll_until
 
 GOLDEN_PATH = Path(__file__).with_name("responses.json")
 # The manual clock keeps every timer (sessions, rebalances, transaction timeouts) still, so no deadline a
