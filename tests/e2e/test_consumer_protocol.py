@@ -373,9 +373,11 @@ def test_committed_offsets_survive_for_the_next_member(broker: Broker) -> None:
         second.close()
 
 
-@pytest.mark.parametrize(("profile", "advertised"), [("3.9", None), ("4.0", (0, 1)), ("4.1", (0, 1))])
+@pytest.mark.parametrize(("profile", "advertised"), [("3.6", None), ("3.9", (0, 0)), ("4.0", (0, 1)),
+                                                     ("4.1", (0, 1))])
 def test_apis_68_and_69_from_kafka_4(profile: str, advertised: tuple[int, int] | None) -> None:
-    """Consumer groups exist from Kafka 4.0: older profiles advertise neither API."""
+    """Consumer groups are generally available from Kafka 4.0 (v0-1); a recorded 3.8 or 3.9 broker advertised
+    v0 of both while they were an early-access preview, and 3.6 neither."""
     with Broker({"minikafka.kafka.version": profile}, mode="inprocess") as running:
         wire = Wire(running)
         try:
