@@ -104,16 +104,17 @@ def _partition_state(log: Any) -> dict[str, Any]:
     }
 
 
-def _transactions_state(services: BrokerServices) -> list[dict[str, Any]]:
-    """The transaction coordinator's view of every transactional id (what DescribeTransactions says),
-    with the age of an open transaction on the broker's clock. A producer id's epochs below the current
-    one are fenced: InitProducerId bumped past them, so the coordinator refuses them."""
+def _transactions_state(services: BrokerServices) -> dict[str, dict[str, Any]]:
+    """The transaction coordinator's view of every transactional id (what DescribeTransactions says), keyed
+    by it as topics and groups are by name, with the age of an open transaction on the broker's clock. A
+    producer id's epochs below the current one are fenced: InitProducerId bumped past them, so the
+    coordinator refuses them."""
     now = services.clock.now_ms()
-    transactions = []
+    transactions = {}
     for meta in sorted(services.transactions.list(None, None), key=lambda meta: meta.transactional_id):
         is_open = meta.is_open
         started = meta.txn_start_timestamp if meta.txn_start_timestamp >= 0 else None
-        transactions.append({
+        transactions[meta.transactional_id] = {
             "transactional_id": meta.transactional_id, "state": meta.state.display_name, "open": is_open,
             "pending_state": meta.pending_state.display_name if meta.pending_state is not None else None,
             "producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch,
@@ -126,7 +127,7 @@ def _transactions_state(services: BrokerServices) -> list[dict[str, Any]]:
             "start_time_ms": started,
             "last_update_time_ms": meta.txn_last_update_timestamp if meta.txn_last_update_timestamp >= 0 else None,
             "age_ms": now - started if is_open and started is not None else None,
-        })
+        }
     return transactions
 
 

@@ -355,7 +355,7 @@ INSPECTOR_JS = r"""
       const response = await fetch("/state", { cache: "no-store", headers: authorization() });
       if (!response.ok) throw new Error("HTTP " + response.status);
       const state = await response.json();
-      const transactions = state.transactions || [];
+      const transactions = Object.values(state.transactions || {});
       renderTopics(state.topics || {});
       renderOpenTransactions(transactions);
       renderProducers(state.topics || {}, transactions);

@@ -118,7 +118,7 @@ def test_a_hanging_commit_transaction_seen_through_every_tool(tmp_path: Path) ->
 
         # 4. What the inspector shows (its page reads GET /state), and the metric of open transactions.
         state = _admin(broker, "GET", "/state")
-        [open_txn] = [t for t in state["transactions"] if t["transactional_id"] == transactional_id]
+        open_txn = state["transactions"][transactional_id]
         assert (open_txn["state"], open_txn["open"]) == ("Ongoing", True)
         partition = state["topics"][topic]["partitions"]["0"]
         assert (partition["last_stable_offset"], partition["log_end_offset"]) == (0, 1)
