@@ -113,3 +113,12 @@ clean:
 		.import_linter_cache bench/results fuzz-replays
 	rm -rf *.egg-info
 	find . -path ./.git -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# librdkafka's own integration suite (not in `make test`: it needs minutes): builds its tests/test-runner
+# in LIBRDKAFKA_SRC, runs every broker entry against a fresh broker in both consumer group protocols and
+# writes docs/compatibility/librdkafka.md (+ .json). `COMPAT_ARGS="--tests 0001,0103 --timeout 120"`.
+COMPAT_ARGS ?=
+.PHONY: compat-librdkafka
+compat-librdkafka: $(STAMP)
+	@test -n "$(LIBRDKAFKA_SRC)" || { echo "compat-librdkafka: set LIBRDKAFKA_SRC=/path/to/librdkafka (a source tree)" >&2; exit 2; }
+	$(BIN)/python -m tests.compat.librdkafka.run --librdkafka-src "$(LIBRDKAFKA_SRC)" $(COMPAT_ARGS)
