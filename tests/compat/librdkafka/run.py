@@ -85,7 +85,7 @@ class Result:
 def read_entries(source: Path) -> list[Entry]:
     text = (source / "tests" / "test.c").read_text(errors="replace")
     start = text.index("struct test tests[] = {")
-    table = re.sub(r"/\*.*?\*/", "", text[start:text.index("\n};", start)], flags=re.S)
+    table = re.sub(r"/\*.*?\*/", "", text[start:text.index("};", start)], flags=re.S)
     entries = []
     for chunk in table.split("_TEST(")[1:]:
         name, _sep, rest = chunk.partition(",")
@@ -171,12 +171,15 @@ def _run_process(command: Sequence[str], cwd: Path, env: dict[str, str], log: Pa
     with open(log, "wb") as out:
         process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        code: int | None = None
         try:
-            code: int | None = process.wait(timeout)
+            code = process.wait(timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            code = None
+            pass
+        finally:  # on the timeout, and when this run is interrupted: the runner is in a session of its own
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
     return code, time.monotonic() - started
 
 
@@ -385,8 +388,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt  # so the broker and the runner of the current entry are stopped on the way out
+
+
 def main(argv: Sequence[str]) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
     args = _parser().parse_args(list(argv))
+    args.work_dir = args.work_dir.resolve()  # the runner's files are named in test.conf, read from tests/
     try:
         if not args.librdkafka_src:
             raise CompatError("LIBRDKAFKA_SRC is required: the path of a librdkafka source tree "
