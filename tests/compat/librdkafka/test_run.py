@@ -6,7 +6,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.compat.librdkafka.run import Entry, Result, _classify, broker_entries, markdown, read_entries
+from tests.compat.librdkafka.run import (
+    Entry,
+    Result,
+    _classify,
+    _load,
+    broker_entries,
+    markdown,
+    read_entries,
+    write_results,
+)
 
 TEST_C = """
 struct test tests[] = {
@@ -86,3 +95,14 @@ def test_markdown_counts_each_mode_and_escapes_cells() -> None:
     assert "| classic | 1 | 1 | 0 | 0 |" in page
     assert "| consumer | 0 | 0 | 0 | 1 |" in page
     assert "| 0002_unkpart | fail | 2.0 | sub | a \\| b |" in page
+
+
+def test_a_later_run_replaces_rows_when_merged(tmp_path: Path) -> None:
+    first, rerun = tmp_path / "first.json", tmp_path / "rerun.json"
+    write_results([Result("classic", "0053_stats", "skip", 0.0, cause="RapidJSON >=1.1.0 not available"),
+                   Result("classic", "0001_multiobj", "pass", 1.0)], ["classic"], tmp_path, 240.0, "",
+                  tmp_path / "first.md", first)
+    write_results([Result("classic", "0053_stats", "pass", 3.0)], ["classic"], tmp_path, 240.0, "",
+                  tmp_path / "rerun.md", rerun)
+    assert _load([first, rerun]) == [Result("classic", "0053_stats", "pass", 3.0),
+                                     Result("classic", "0001_multiobj", "pass", 1.0)]
