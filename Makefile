@@ -158,3 +158,12 @@ docs: $(DOCS_STAMP)
 
 docs-serve: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
+
+# librdkafka's own integration suite (not in `make test`: it needs minutes): builds its tests/test-runner
+# in LIBRDKAFKA_SRC, runs every broker entry against a fresh broker in both consumer group protocols and
+# writes docs/compatibility/librdkafka.md (+ .json). `COMPAT_ARGS="--tests 0001,0103 --timeout 120"`.
+COMPAT_ARGS ?=
+.PHONY: compat-librdkafka
+compat-librdkafka: $(DEV_STAMP)
+	@test -n "$(LIBRDKAFKA_SRC)" || { echo "compat-librdkafka: set LIBRDKAFKA_SRC=/path/to/librdkafka (a source tree)" >&2; exit 2; }
+	$(BIN)/python -m tests.compat.librdkafka.run --librdkafka-src "$(LIBRDKAFKA_SRC)" $(COMPAT_ARGS)
