@@ -27,6 +27,9 @@ CASES = [
     ("dump-log", "--files", "x.log", "--key-decoder-class", "com.example.Nope"),
     ("txn-log", "--no-such-option"),
     ("probe", "--bootstrap-server", "127.0.0.1:99999"),
+    ("topics", "--create"),
+    ("topics", "--bootstrap-server", "127.0.0.1:99999", "--list"),
+    ("topics", "--bootstrap-server", "127.0.0.1:9092", "--create", "--topic", "t", "--partitions", "abc"),
     ("probe",),
 ]
 
