@@ -35,7 +35,7 @@ def _replace_topic_configs(ctx: RequestContext, resource: Any, validate_only: bo
     logs = ctx.services.logs
     meta = logs.topic(resource.resource_name)
     if meta is None:
-        raise UnknownTopicOrPartition(f"topic {resource.resource_name} does not exist")
+        raise UnknownTopicOrPartition(f"The topic '{resource.resource_name}' does not exist.")
     wanted = {config.name: config.value for config in resource.configs}
     dropped = [key for key in meta.configs if key not in wanted]
     logs.alter_topic_configs(meta.name, wanted, dropped, validate_only=validate_only)

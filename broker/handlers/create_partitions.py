@@ -3,7 +3,8 @@
 Behavior:
 - Raises a topic's partition count to `count`; a count not above the current one is
   INVALID_PARTITIONS, an unknown topic UNKNOWN_TOPIC_OR_PARTITION. Assignments, when given, must
-  list one entry per new partition. validate_only changes nothing.
+  list one entry per new partition (INVALID_REPLICA_ASSIGNMENT otherwise). validate_only changes nothing.
+  Messages are Kafka's (ReplicationControlManager.createPartitions).
 - More than max.partitions.per.request new partitions in one request is POLICY_VIOLATION for every
   topic of it (Kafka's controller bounds the records of one operation at 10,000).
 """
@@ -27,11 +28,20 @@ VERSIONS = VersionRange(0, 3)
 async def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
     logs = ctx.services.logs
     meta = logs.topic(topic.name)
+    # Kafka's ReplicationControlManager.createPartitions: its checks and messages, in its order (an
+    # unknown topic carries no message there).
     if meta is None:
-        raise UnknownTopicOrPartition(f"topic {topic.name} does not exist")
-    if topic.assignments is not None and len(topic.assignments) != topic.count - meta.partitions:
-        raise InvalidPartitions(
-            f"{len(topic.assignments)} assignments for {topic.count - meta.partitions} new partitions")
+        raise UnknownTopicOrPartition()
+    if topic.count == meta.partitions:
+        raise InvalidPartitions(f"Topic already has {meta.partitions} partition(s).")
+    if topic.count < meta.partitions:
+        raise InvalidPartitions(f"The topic {topic.name} currently has {meta.partitions} partition(s); "
+                                f"{topic.count} would not be an increase.")
+    additional = topic.count - meta.partitions
+    if topic.assignments is not None and len(topic.assignments) != additional:
+        raise KafkaError(f"Attempted to add {additional} additional partition(s), but only "
+                         f"{len(topic.assignments)} assignment(s) were specified.",
+                         code=ErrorCode.invalid_replica_assignment)
     # Sliced: thousands of partitions are made while other connections keep being answered.
     await logs.create_partitions_async(topic.name, topic.count, validate_only=validate_only)
     if not validate_only:
@@ -53,15 +63,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     # As CreateTopics: bounded before any partition is made; Kafka's controller fails the whole request.
     cap = ctx.services.config.max_partitions_per_request
     requested = _new_partitions(ctx, request.topics)
-    too_many = KafkaError(f"Unable to perform excessively large batch operation: {requested} new partitions, "
-                          f"limit {cap} (max.partitions.per.request).", code=ErrorCode.policy_violation)
+    too_many = KafkaError("Unable to perform excessively large batch operation.", code=ErrorCode.policy_violation)
     for topic in request.topics:
         entry: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none, "error_message": None}
         try:
             if requested > cap:
                 raise too_many
             if topic.name in seen:
-                raise KafkaError("topic listed twice", code=ErrorCode.invalid_request)
+                raise KafkaError("Duplicate topic name.", code=ErrorCode.invalid_request)
             seen.add(topic.name)
             await _grow(ctx, topic, request.validate_only)
         except Exception as exc:

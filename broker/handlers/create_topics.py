@@ -22,7 +22,7 @@ from minikafka.broker.wire.errors import error_fields
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import ZERO_UUID, build
 from minikafka.protocol.errors import ErrorCode, KafkaError
-from minikafka.storage.errors import InvalidConfig, InvalidReplicationFactor
+from minikafka.storage.errors import InvalidPartitions, InvalidReplicationFactor
 
 API_KEY = ApiKey.CREATE_TOPICS
 VERSIONS = VersionRange(2, 7)
@@ -32,25 +32,32 @@ async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[
     services = ctx.services
     # Kafka counts the brokers that are up (unfenced) when it places replicas.
     node_count = len(services.cluster.online_ids)
+    services.logs.check_new_topic(topic.name, {config.name: config.value for config in topic.configs})
     partitions = topic.num_partitions
     replication = topic.replication_factor
     if topic.assignments:
-        if partitions != -1 or replication != -1:
-            raise KafkaError("give either assignments or partition count and replication factor",
+        # Kafka's ReplicationControlManager.createTopic: its checks and messages, in its order.
+        if replication != -1:
+            raise KafkaError("A manual partition assignment was specified, but replication factor was not set "
+                             "to -1.", code=ErrorCode.invalid_request)
+        if partitions != -1:
+            raise KafkaError("A manual partition assignment was specified, but numPartitions was not set to -1.",
                              code=ErrorCode.invalid_request)
         partitions = len(topic.assignments)
         replication = len(topic.assignments[0].broker_ids)
+    elif replication < -1 or replication == 0:
+        raise InvalidReplicationFactor("Replication factor must be larger than 0, or -1 to use the default value.")
+    elif partitions < -1 or partitions == 0:
+        raise InvalidPartitions("Number of partitions was set to an invalid non-positive value.")
     if partitions == -1:
         partitions = services.config.num_partitions
     if replication == -1:
         replication = 1
     if replication < 1 or replication > node_count:
+        # Kafka's StripedReplicaPlacer, as the controller words it.
         raise InvalidReplicationFactor(
-            f"replication factor {replication} is invalid: {node_count} node(s) in the cluster")
-    null_configs = [c.name for c in topic.configs if c.value is None]
-    if null_configs:
-        # Kafka's wording and code (ReplicationControlManager.computeConfigChanges).
-        raise InvalidConfig(f"Null value not supported for topic configs: {','.join(null_configs)}")
+            f"Unable to replicate the partition {replication} time(s): The target replication factor of "
+            f"{replication} cannot be reached because only {node_count} broker(s) are registered.")
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
     # Sliced: thousands of partitions are made while other connections keep being answered.
     meta = await services.logs.create_topic_async(topic.name, partitions, configs, validate_only=validate_only)
@@ -85,8 +92,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     # partitions must not take the machine's memory and disk. Kafka fails the whole request.
     cap = ctx.services.config.max_partitions_per_request
     requested = _requested_partitions(ctx, request.topics)
-    too_many = KafkaError(f"Excessively large number of partitions per request: {requested} requested, "
-                          f"limit {cap} (max.partitions.per.request).", code=ErrorCode.policy_violation)
+    too_many = KafkaError("Excessively large number of partitions per request.", code=ErrorCode.policy_violation)
     for topic in request.topics:
         entry: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none, "error_message": None}
         try:

@@ -52,7 +52,7 @@ def _alter_topic(ctx: RequestContext, resource: Any, validate_only: bool) -> Non
     logs = ctx.services.logs
     meta = logs.topic(resource.resource_name)
     if meta is None:
-        raise UnknownTopicOrPartition(f"topic {resource.resource_name} does not exist")
+        raise UnknownTopicOrPartition(f"The topic '{resource.resource_name}' does not exist.")
     to_set: dict[str, str] = {}
     to_delete: list[str] = []
     for change in resource.configs:
