@@ -1,12 +1,15 @@
 """The error messages admin calls carry are Kafka's own texts (issue 47): clients and their tests match them.
 
-Each case runs one call through confluent-kafka's AdminClient over a real socket and compares the broker's
-message, as the client hands it over, with the text Kafka 4's controller or broker writes for the same case.
+Each case runs one call over a real socket, through confluent-kafka's AdminClient where it passes the
+broker's message on, or as a raw request (minikafka.protocol.codec) where the client checks the case itself
+or drops the message, and compares the message with the text Kafka 4's controller or broker writes for the
+same case (None where Kafka sends the code alone).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,10 +22,12 @@ from confluent_kafka.admin import (
     NewPartitions,
     NewTopic,
 )
+from minikafka.protocol.codec import decode_response, encode_request
 
 from tests.conftest import BrokerProcess, unique_topic
 
 from .helpers import create_topic
+from .test_raw_protocol import Wire
 
 
 def _failure(future: Any) -> KafkaError:
@@ -40,10 +45,16 @@ def _create(admin: AdminClient, topic: NewTopic) -> KafkaError:
     return _failure(_only(admin.create_topics([topic], operation_timeout=10)))
 
 
-def _incremental(admin: AdminClient, topic: str, name: str, value: str) -> KafkaError:
+def _incremental(admin: AdminClient, topic: str, name: str, value: str,
+                 operation: AlterConfigOpType = AlterConfigOpType.SET) -> KafkaError:
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
-        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])
+        ConfigEntry(name, value, incremental_operation=operation)])
     return _failure(_only(admin.incremental_alter_configs([resource])))
+
+
+def _shrink(admin: AdminClient, topic: str) -> KafkaError:
+    _only(admin.create_topics([NewTopic(topic, 3, 1)], operation_timeout=10)).result(timeout=15)
+    return _failure(_only(admin.create_partitions([NewPartitions(topic, 2)])))
 
 
 # (case, call given an admin client and an existing one-partition topic, Kafka's code, Kafka's message);
@@ -92,6 +103,9 @@ CASES: list[Case] = [
     ("create partitions: same count",
      lambda admin, topic: _failure(_only(admin.create_partitions([NewPartitions(topic, 1)]))),
      KafkaError.INVALID_PARTITIONS, "Topic already has 1 partition(s)."),
+    ("create partitions: fewer",
+     lambda admin, topic: _shrink(admin, f"{topic}-3"),
+     KafkaError.INVALID_PARTITIONS, "The topic {topic}-3 currently has 3 partition(s); 2 would not be an increase."),
     ("create partitions: too many",
      lambda admin, topic: _failure(_only(admin.create_partitions([NewPartitions(topic, 100_000)]))),
      KafkaError.POLICY_VIOLATION, "Unable to perform excessively large batch operation."),
@@ -101,6 +115,14 @@ CASES: list[Case] = [
     ("incremental alter: bad value",
      lambda admin, topic: _incremental(admin, topic, "min.insync.replicas", "0"),
      KafkaError.INVALID_CONFIG, "Invalid value 0 for configuration min.insync.replicas: Value must be at least 1"),
+    ("incremental alter: append to a key that is not a list",
+     lambda admin, topic: _incremental(admin, topic, "retention.ms", "1000", AlterConfigOpType.APPEND),
+     KafkaError.INVALID_CONFIG, "Can't APPEND to key retention.ms because its type is not LIST."),
+    ("legacy alter: bad value",
+     lambda admin, topic: _failure(_only(admin.alter_configs([ConfigResource(
+         ConfigResource.Type.TOPIC, topic, set_config={"message.timestamp.type": "WallClock"})]))),
+     KafkaError.INVALID_CONFIG, "Invalid value WallClock for configuration message.timestamp.type: String must be "
+                                "one of: CreateTime, LogAppendTime"),
     ("incremental alter: unknown topic",
      lambda admin, _: _incremental(admin, "no-such-topic-here", "retention.ms", "1000"),
      KafkaError.UNKNOWN_TOPIC_OR_PART, "The topic 'no-such-topic-here' does not exist."),
@@ -115,3 +137,151 @@ def test_admin_errors_carry_kafkas_message(broker: BrokerProcess, call: Callable
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     error = call(admin, topic)
     assert (error.code(), error.str()) == (code, message.format(topic=topic))
+
+
+# ------------------------------------------------------------------------------------ raw requests
+
+
+def _ask(broker: BrokerProcess, request: Any) -> Any:
+    wire = Wire(broker)
+    try:
+        wire.send(encode_request(1, request))
+        return decode_response(wire.receive(), request.__api_key__, request.__version__)[1]
+    finally:
+        wire.close()
+
+
+def _create_topic_raw(broker: BrokerProcess, topic: Any) -> tuple[int, str | None]:
+    from kio.schema.create_topics.v7.request import CreateTopicsRequest
+
+    [result] = _ask(broker, CreateTopicsRequest(timeout=timedelta(seconds=5), validate_only=False,
+                                                topics=(topic,))).topics
+    return result.error_code, result.error_message
+
+
+def test_create_topics_with_assignments_and_a_count(broker: BrokerProcess) -> None:
+    from kio.schema.create_topics.v7.request import CreatableReplicaAssignment, CreatableTopic
+
+    assignment = (CreatableReplicaAssignment(partition_index=0, broker_ids=(1,)),)
+    with_factor = CreatableTopic(name=unique_topic("m"), num_partitions=-1, replication_factor=1,
+                                 assignments=assignment, configs=())
+    assert _create_topic_raw(broker, with_factor) == (
+        42, "A manual partition assignment was specified, but replication factor was not set to -1.")
+    with_count = CreatableTopic(name=unique_topic("m"), num_partitions=1, replication_factor=-1,
+                                assignments=assignment, configs=())
+    assert _create_topic_raw(broker, with_count) == (
+        42, "A manual partition assignment was specified, but numPartitions was not set to -1.")
+
+
+@pytest.mark.parametrize(("partitions", "replication", "code", "message"), [
+    (0, 1, 37, "Number of partitions was set to an invalid non-positive value."),
+    (1, 0, 38, "Replication factor must be larger than 0, or -1 to use the default value."),
+])
+def test_create_topics_with_non_positive_counts(broker: BrokerProcess, partitions: int, replication: int,
+                                                code: int, message: str) -> None:
+    from kio.schema.create_topics.v7.request import CreatableTopic
+
+    topic = CreatableTopic(name=unique_topic("m"), num_partitions=partitions, replication_factor=replication,
+                           assignments=(), configs=())
+    assert _create_topic_raw(broker, topic) == (code, message)
+
+
+def test_describe_configs_messages(broker: BrokerProcess) -> None:
+    from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+
+    resources = ((2, "no-such-topic-here"), (2, "bad name"), (4, "7"), (4, "seven"), (32, ""), (8, "1"))
+    results = _ask(broker, DescribeConfigsRequest(include_synonyms=False, include_documentation=False, resources=tuple(
+        DescribeConfigsResource(resource_type=kind, resource_name=name, configuration_keys=None)
+        for kind, name in resources))).results
+    assert [(r.error_code, r.error_message) for r in results] == [
+        (3, None),
+        (17, "Topic name is invalid: 'bad name' contains one or more characters other than ASCII alphanumerics, "
+             "'.', '_' and '-'"),
+        (42, "Unexpected broker id, expected 1 or empty string, but received 7"),
+        (42, "Broker id must be an integer, but it is: seven"),
+        (42, "Group name must not be empty"),
+        (42, "Unsupported resource type: BROKER_LOGGER"),
+    ]
+
+
+def test_describe_acls_without_an_authorizer(broker: BrokerProcess) -> None:
+    from kio.schema.describe_acls.v3.request import DescribeAclsRequest
+
+    response = _ask(broker, DescribeAclsRequest(resource_type_filter=1, resource_name_filter=None,
+                                                pattern_type_filter=1, principal_filter=None, host_filter=None,
+                                                operation=1, permission_type=1))
+    assert (response.error_code, response.error_message) == (54, "No Authorizer is configured on the broker")
+
+
+def test_create_acls_messages(broker_factory: Callable[..., BrokerProcess]) -> None:
+    from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
+
+    broker = broker_factory(**{"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                               "super.users": "User:ANONYMOUS"})
+    # (resource type, name, pattern type, operation, permission): TOPIC 2, CLUSTER 4, LITERAL 3, READ 3, ALLOW 3.
+    creations = [(2, "", 3, 3, 3), (4, "other", 3, 3, 3), (1, "t", 3, 3, 3), (2, "t", 1, 3, 3), (2, "t", 3, 1, 3),
+                 (2, "t", 3, 3, 1), (2, "t", 3, 99, 3)]
+    results = _ask(broker, CreateAclsRequest(creations=tuple(
+        AclCreation(resource_type=kind, resource_name=name, resource_pattern_type=pattern, principal="User:alice",
+                    host="*", operation=operation, permission_type=permission)
+        for kind, name, pattern, operation, permission in creations))).results
+    assert [(r.error_code, r.error_message) for r in results] == [
+        (42, "Invalid empty resource name"),
+        (42, "The only valid name for the CLUSTER resource is kafka-cluster"),
+        (42, "Invalid resourceType ANY"),
+        (42, "Invalid patternType ANY"),
+        (42, "Invalid operation ANY"),
+        (42, "Invalid permissionType ANY"),
+        (42, "Invalid operation UNKNOWN"),
+    ]
+
+
+def test_delete_topics_when_deletion_is_disabled_carries_no_message(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
+    from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+
+    broker = broker_factory(**{"delete.topic.enable": "false"})
+    topic = unique_topic("kept")
+    create_topic(broker.bootstrap, topic)
+    [result] = _ask(broker, DeleteTopicsRequest(topics=(DeleteTopicState(name=topic, topic_id=None),),
+                                                timeout=timedelta(seconds=5))).responses
+    assert (result.error_code, result.error_message) == (73, None)
+
+
+def test_scram_credential_messages(broker: BrokerProcess) -> None:
+    from kio.schema.alter_user_scram_credentials.v0.request import (
+        AlterUserScramCredentialsRequest,
+        ScramCredentialDeletion,
+    )
+    from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest, UserName
+
+    described = _ask(broker, DescribeUserScramCredentialsRequest(users=(UserName(name="twice"), UserName(name="twice"),
+                                                                        UserName(name="nobody")))).results
+    assert sorted((r.user, r.error_code, r.error_message) for r in described) == [
+        ("nobody", 91, "Attempt to describe a user credential that does not exist: nobody"),
+        ("twice", 92, "Cannot describe SCRAM credentials for the same user twice in a single request: twice"),
+    ]
+    altered = _ask(broker, AlterUserScramCredentialsRequest(upsertions=(), deletions=(
+        ScramCredentialDeletion(name="zed", mechanism=9), ScramCredentialDeletion(name="", mechanism=1),
+        ScramCredentialDeletion(name="nobody", mechanism=1)))).results
+    assert sorted((r.user, r.error_code, r.error_message) for r in altered) == [
+        ("", 93, "Username must not be empty"),
+        ("nobody", 91, "Attempt to delete a user credential that does not exist"),
+        ("zed", 33, "Unknown SCRAM mechanism"),
+    ]
+
+
+def test_create_partitions_with_too_few_assignments(broker: BrokerProcess) -> None:
+    from kio.schema.create_partitions.v3.request import (
+        CreatePartitionsAssignment,
+        CreatePartitionsRequest,
+        CreatePartitionsTopic,
+    )
+
+    topic = unique_topic("grow")
+    create_topic(broker.bootstrap, topic)
+    grow = CreatePartitionsTopic(name=topic, count=3, assignments=(CreatePartitionsAssignment(broker_ids=(1,)),))
+    [result] = _ask(broker, CreatePartitionsRequest(topics=(grow,), timeout=timedelta(seconds=5),
+                                                    validate_only=False)).results
+    assert (result.error_code, result.error_message) == (
+        39, "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified.")
