@@ -285,3 +285,30 @@ def test_create_partitions_with_too_few_assignments(broker: BrokerProcess) -> No
                                                     validate_only=False)).results
     assert (result.error_code, result.error_message) == (
         39, "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified.")
+
+
+def test_refusals_carry_kafkas_message(broker_factory: Callable[..., BrokerProcess]) -> None:
+    from kio.schema.create_topics.v7.request import CreatableTopic
+    from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+    from kio.schema.incremental_alter_configs.v1.request import (
+        AlterableConfig,
+        AlterConfigsResource,
+        IncrementalAlterConfigsRequest,
+    )
+
+    # ANONYMOUS, the principal of a PLAINTEXT connection, is allowed nothing.
+    broker = broker_factory(**{"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
+    topic = CreatableTopic(name=unique_topic("m"), num_partitions=1, replication_factor=1, assignments=(),
+                           configs=())
+    assert _create_topic_raw(broker, topic) == (29, "Authorization failed.")
+    [deleted] = _ask(broker, DeleteTopicsRequest(topics=(DeleteTopicState(name="some-topic", topic_id=None),),
+                                                 timeout=timedelta(seconds=5))).responses
+    assert (deleted.error_code, deleted.error_message) == (29, "Topic authorization failed.")
+    change = (AlterableConfig(name="retention.ms", config_operation=0, value="1000"),)
+    altered = _ask(broker, IncrementalAlterConfigsRequest(validate_only=False, resources=(
+        AlterConfigsResource(resource_type=2, resource_name="some-topic", configs=change),
+        AlterConfigsResource(resource_type=4, resource_name="", configs=(
+            AlterableConfig(name="log.retention.ms", config_operation=0, value="1000"),)),
+    ))).responses
+    assert sorted((r.resource_type, r.error_code, r.error_message) for r in altered) == [
+        (2, 29, "Topic authorization failed."), (4, 31, "Cluster authorization failed.")]
