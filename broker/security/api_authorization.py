@@ -55,7 +55,16 @@ _DENIAL_MESSAGES: dict[tuple[int, ErrorCode], str] = {
 }
 
 
+# FindCoordinator v0-3 refusals are sent as Kafka's prepareOldResponse, with the code's own text.
+_OLD_FIND_COORDINATOR_MESSAGES = {
+    _GROUP_DENIED: "Group authorization failed.",
+    _TXN_DENIED: "Transactional Id authorization failed.",
+}
+
+
 def _denial_message(request: Any, code: ErrorCode) -> str | None:
+    if request.__api_key__ == ApiKey.FIND_COORDINATOR and request.__version__ < 4:
+        return _OLD_FIND_COORDINATOR_MESSAGES.get(code)
     return _DENIAL_MESSAGES.get((request.__api_key__, code))
 
 

@@ -407,7 +407,7 @@ class ConsumerGroupEngine:
             classic = self._manager.groups.get(request.group_id)
             if classic is not None and classic.members:
                 converted = self.upgrade(request.group_id) if self.upgrade is not None \
-                    else f"Group {request.group_id} is not a consumer group."
+                    else f"Group {request.group_id} is not a consumer group"
                 if isinstance(converted, str):
                     return HeartbeatResult(ErrorCode.group_id_not_found, converted)
                 group = converted

@@ -312,3 +312,35 @@ def test_refusals_carry_kafkas_message(broker_factory: Callable[..., BrokerProce
     ))).responses
     assert sorted((r.resource_type, r.error_code, r.error_message) for r in altered) == [
         (2, 29, "Topic authorization failed."), (4, 31, "Cluster authorization failed.")]
+
+
+def test_consumer_group_describe_of_a_classic_group(broker: BrokerProcess) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+    from kio.schema.consumer_group_describe.v0.request import ConsumerGroupDescribeRequest
+
+    topic, group = unique_topic("described"), unique_topic("classic")
+    create_topic(broker.bootstrap, topic)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "classic"})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    consumer.close()
+    [described] = _ask(broker, ConsumerGroupDescribeRequest(group_ids=(group,),
+                                                            include_authorized_operations=False)).groups
+    assert (described.error_code, described.error_message) == (69, f"Group {group} is not a consumer group")
+
+
+def test_find_coordinator_messages(broker_factory: Callable[..., BrokerProcess]) -> None:
+    from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest as FindV3
+    from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest as FindV4
+
+    broker = broker_factory()
+    unknown_type = _ask(broker, FindV3(key="g", key_type=7))
+    assert (unknown_type.error_code, unknown_type.error_message) == (
+        42, "This most likely occurs because of a request being malformed by the client library or the message "
+            "was sent to an incompatible broker. See the broker logs for more details.")
+    [share] = _ask(broker, FindV4(key_type=2, coordinator_keys=("g",))).coordinators
+    assert (share.error_code, share.error_message) == (42, None)
+    secured = broker_factory(**{"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
+    denied = _ask(secured, FindV3(key="g", key_type=0))
+    assert (denied.error_code, denied.error_message) == (30, "Group authorization failed.")
+    [denied_v4] = _ask(secured, FindV4(key_type=0, coordinator_keys=("g",))).coordinators
+    assert (denied_v4.error_code, denied_v4.error_message) == (30, None)
