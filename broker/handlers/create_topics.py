@@ -2,10 +2,13 @@
 
 Behavior:
 - num_partitions -1 means num.partitions; replication_factor -1 means 1. Manual assignments give the
-  partition count; they may only name this cluster's nodes, one replica each.
+  partition count; they are checked as Kafka's controller does (INVALID_REPLICA_ASSIGNMENT: a partition
+  named twice, an empty list, a node not in the cluster or named twice, replica counts that differ,
+  only offline nodes, indexes that are not 0..n-1), though replicas are then placed as without them.
 - A replication factor above the number of nodes is INVALID_REPLICATION_FACTOR; an existing topic
   TOPIC_ALREADY_EXISTS; an illegal name INVALID_TOPIC_EXCEPTION; a bad config INVALID_CONFIG, as is a
-  config with a null value ("Null value not supported for topic configs: a,b", as Kafka says).
+  config with a null value. The checks run in Kafka's order (name, existence, configs, counts) and every
+  message is Kafka's ("Topic 'orders' already exists.", "Unknown topic config name: x", ...).
 - validate_only checks everything and creates nothing.
 - More than max.partitions.per.request partitions in one request (10,000, Kafka's
   MAX_PARTITIONS_PER_BATCH) is POLICY_VIOLATION for every topic of it, checked before anything is made.
@@ -28,6 +31,45 @@ API_KEY = ApiKey.CREATE_TOPICS
 VERSIONS = VersionRange(2, 7)
 
 
+def _invalid_assignment(message: str) -> KafkaError:
+    return KafkaError(message, code=ErrorCode.invalid_replica_assignment)
+
+
+def _check_assignments(cluster: Any, assignments: Any) -> None:
+    """Kafka's checks of manual assignments (ReplicationControlManager.createTopic and
+    validateManualPartitionAssignment), in its order and with its messages."""
+    registered = {node.node_id for node in cluster.nodes}
+    seen: set[int] = set()
+    replication: int | None = None
+    for assignment in assignments:
+        if assignment.partition_index in seen:
+            raise _invalid_assignment(
+                f"Found multiple manual partition assignments for partition {assignment.partition_index}")
+        seen.add(assignment.partition_index)
+        replicas = sorted(assignment.broker_ids)
+        if not replicas:
+            raise _invalid_assignment("The manual partition assignment includes an empty replica list.")
+        previous = None
+        for broker_id in replicas:
+            if broker_id not in registered:
+                raise _invalid_assignment(f"The manual partition assignment includes broker {broker_id}, but no "
+                                          "such broker is registered.")
+            if broker_id == previous:
+                raise _invalid_assignment(f"The manual partition assignment includes the broker {broker_id} more "
+                                          "than once.")
+            previous = broker_id
+        if replication is not None and len(replicas) != replication:
+            raise _invalid_assignment(f"The manual partition assignment includes a partition with {len(replicas)} "
+                                      "replica(s), but this is not consistent with previous partitions, which have "
+                                      f"{replication} replica(s).")
+        replication = len(replicas)
+        if not any(cluster.is_online(broker_id) for broker_id in replicas):
+            raise _invalid_assignment(f"All brokers specified in the manual partition assignment for partition "
+                                      f"{assignment.partition_index} are fenced or in controlled shutdown.")
+    if seen != set(range(len(seen))):
+        raise _invalid_assignment("partitions should be a consecutive 0-based integer sequence")
+
+
 async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, Any]:
     services = ctx.services
     # Kafka counts the brokers that are up (unfenced) when it places replicas.
@@ -43,6 +85,7 @@ async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[
         if partitions != -1:
             raise KafkaError("A manual partition assignment was specified, but numPartitions was not set to -1.",
                              code=ErrorCode.invalid_request)
+        _check_assignments(services.cluster, topic.assignments)
         partitions = len(topic.assignments)
         replication = len(topic.assignments[0].broker_ids)
     elif replication < -1 or replication == 0:

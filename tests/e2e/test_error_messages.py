@@ -344,3 +344,20 @@ def test_find_coordinator_messages(broker_factory: Callable[..., BrokerProcess])
     assert (denied.error_code, denied.error_message) == (30, "Group authorization failed.")
     [denied_v4] = _ask(secured, FindV4(key_type=0, coordinator_keys=("g",))).coordinators
     assert (denied_v4.error_code, denied_v4.error_message) == (30, None)
+
+
+@pytest.mark.parametrize(("replicas", "message"), [
+    ([(0, (1,)), (0, (1,))], "Found multiple manual partition assignments for partition 0"),
+    ([(0, ())], "The manual partition assignment includes an empty replica list."),
+    ([(0, (5,))], "The manual partition assignment includes broker 5, but no such broker is registered."),
+    ([(0, (1, 1))], "The manual partition assignment includes the broker 1 more than once."),
+    ([(0, (1,)), (2, (1,))], "partitions should be a consecutive 0-based integer sequence"),
+], ids=["partition twice", "empty", "unknown broker", "broker twice", "gap"])
+def test_create_topics_with_bad_assignments(broker: BrokerProcess, replicas: list[tuple[int, tuple[int, ...]]],
+                                            message: str) -> None:
+    from kio.schema.create_topics.v7.request import CreatableReplicaAssignment, CreatableTopic
+
+    assignments = tuple(CreatableReplicaAssignment(partition_index=index, broker_ids=ids) for index, ids in replicas)
+    topic = CreatableTopic(name=unique_topic("m"), num_partitions=-1, replication_factor=-1, assignments=assignments,
+                           configs=())
+    assert _create_topic_raw(broker, topic) == (39, message)
