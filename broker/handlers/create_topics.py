@@ -9,6 +9,8 @@ Behavior:
   TOPIC_ALREADY_EXISTS; an illegal name INVALID_TOPIC_EXCEPTION; a bad config INVALID_CONFIG, as is a
   config with a null value. The checks run in Kafka's order (name, existence, configs, counts) and every
   message is Kafka's ("Topic 'orders' already exists.", "Unknown topic config name: x", ...).
+- A name given twice is answered once, INVALID_REQUEST ("Duplicate topic name."), and not created;
+  __cluster_metadata is INVALID_REQUEST ("Creation of internal topic __cluster_metadata is prohibited.").
 - validate_only checks everything and creates nothing.
 - More than max.partitions.per.request partitions in one request (10,000, Kafka's
   MAX_PARTITIONS_PER_BATCH) is POLICY_VIOLATION for every topic of it, checked before anything is made.
@@ -17,6 +19,7 @@ Behavior:
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from minikafka.broker.handlers._shared.common import response_of
@@ -29,6 +32,8 @@ from minikafka.storage.errors import InvalidPartitions, InvalidReplicationFactor
 
 API_KEY = ApiKey.CREATE_TOPICS
 VERSIONS = VersionRange(2, 7)
+# KRaft's metadata log, which Kafka refuses to create as a topic.
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 
 
 def _invalid_assignment(message: str) -> KafkaError:
@@ -131,14 +136,26 @@ def _requested_partitions(ctx: RequestContext, topics: Any) -> int:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
+    # As Kafka's ControllerApis.createTopics: a name given twice is answered once, and neither copy is made.
+    counts = Counter(topic.name for topic in request.topics)
+    unique = [topic for topic in request.topics if counts[topic.name] == 1]
     # Checked before anything is created or allocated per partition: one request asking for 2**31-1
     # partitions must not take the machine's memory and disk. Kafka fails the whole request.
     cap = ctx.services.config.max_partitions_per_request
-    requested = _requested_partitions(ctx, request.topics)
+    requested = _requested_partitions(ctx, unique)
     too_many = KafkaError("Excessively large number of partitions per request.", code=ErrorCode.policy_violation)
+    answered: set[str] = set()
     for topic in request.topics:
+        if topic.name in answered:
+            continue
+        answered.add(topic.name)
         entry: dict[str, Any] = {"name": topic.name, "error_code": ErrorCode.none, "error_message": None}
         try:
+            if counts[topic.name] > 1:
+                raise KafkaError("Duplicate topic name.", code=ErrorCode.invalid_request)
+            if topic.name == CLUSTER_METADATA_TOPIC:
+                raise KafkaError(f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.",
+                                 code=ErrorCode.invalid_request)
             if requested > cap:
                 raise too_many
             entry.update(await _create(ctx, topic, request.validate_only))

@@ -361,3 +361,24 @@ def test_create_topics_with_bad_assignments(broker: BrokerProcess, replicas: lis
     topic = CreatableTopic(name=unique_topic("m"), num_partitions=-1, replication_factor=-1, assignments=assignments,
                            configs=())
     assert _create_topic_raw(broker, topic) == (39, message)
+
+
+def test_create_topics_and_partitions_with_a_name_twice(broker: BrokerProcess) -> None:
+    from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
+    from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+
+    twice = unique_topic("twice")
+    copies = tuple(CreatableTopic(name=name, num_partitions=1, replication_factor=1, assignments=(), configs=())
+                   for name in (twice, twice, "__cluster_metadata"))
+    created = _ask(broker, CreateTopicsRequest(timeout=timedelta(seconds=5), validate_only=False, topics=copies)).topics
+    assert [(t.name, t.error_code, t.error_message) for t in created] == [
+        (twice, 42, "Duplicate topic name."),
+        ("__cluster_metadata", 42, "Creation of internal topic __cluster_metadata is prohibited.")]
+    existing = unique_topic("grown")
+    create_topic(broker.bootstrap, existing)
+    grown = _ask(broker, CreatePartitionsRequest(timeout=timedelta(seconds=5), validate_only=False, topics=tuple(
+        CreatePartitionsTopic(name=existing, count=count, assignments=None) for count in (2, 3)))).results
+    assert [(r.name, r.error_code, r.error_message) for r in grown] == [(existing, 42, "Duplicate topic name.")]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    listed = admin.list_topics(timeout=10).topics
+    assert twice not in listed and len(listed[existing].partitions) == 1, "neither copy was acted on"
