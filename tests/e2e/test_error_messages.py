@@ -123,6 +123,11 @@ CASES: list[Case] = [
          ConfigResource.Type.TOPIC, topic, set_config={"message.timestamp.type": "WallClock"})]))),
      KafkaError.INVALID_CONFIG, "Invalid value WallClock for configuration message.timestamp.type: String must be "
                                 "one of: CreateTime, LogAppendTime"),
+    ("incremental alter: broker config not a number",
+     lambda admin, _: _failure(_only(admin.incremental_alter_configs([ConfigResource(
+         ConfigResource.Type.BROKER, "1", incremental_configs=[
+             ConfigEntry("log.retention.ms", "abc", incremental_operation=AlterConfigOpType.SET)])]))),
+     KafkaError.INVALID_REQUEST, "Invalid value abc for configuration log.retention.ms: Not a number of type LONG"),
     ("incremental alter: unknown topic",
      lambda admin, _: _incremental(admin, "no-such-topic-here", "retention.ms", "1000"),
      KafkaError.UNKNOWN_TOPIC_OR_PART, "The topic 'no-such-topic-here' does not exist."),
