@@ -43,11 +43,12 @@ _CLUSTER_DENIED = ErrorCode.cluster_authorization_failed
 
 
 # The message Kafka 4 sends with a refusal, where it sends one: ControllerApis' "Authorization failed." for
-# CreateTopics and ApiError's default text (Errors.message()) for DeleteTopics and the config changes;
-# every other refusal carries the code alone.
+# CreateTopics and ApiError's default text (Errors.message()) for DeleteTopics, DescribeProducers and the
+# config changes; every other refusal carries the code alone.
 _DENIAL_MESSAGES: dict[tuple[int, ErrorCode], str] = {
     (ApiKey.CREATE_TOPICS, _TOPIC_DENIED): "Authorization failed.",
     (ApiKey.DELETE_TOPICS, _TOPIC_DENIED): "Topic authorization failed.",
+    (ApiKey.DESCRIBE_PRODUCERS, _TOPIC_DENIED): "Topic authorization failed.",
     **{(api, code): text for api in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS)
        for code, text in ((_TOPIC_DENIED, "Topic authorization failed."),
                           (_CLUSTER_DENIED, "Cluster authorization failed."),

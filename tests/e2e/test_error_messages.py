@@ -387,3 +387,23 @@ def test_create_topics_and_partitions_with_a_name_twice(broker: BrokerProcess) -
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     listed = admin.list_topics(timeout=10).topics
     assert twice not in listed and len(listed[existing].partitions) == 1, "neither copy was acted on"
+
+
+def test_describe_producers_messages(broker_factory: Callable[..., BrokerProcess]) -> None:
+    from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
+
+    broker = broker_factory()
+    topic = unique_topic("producers")
+    create_topic(broker.bootstrap, topic)
+    request = DescribeProducersRequest(topics=(TopicRequest(name=topic, partition_indexes=(0, 5)),
+                                               TopicRequest(name="no-such-topic-here", partition_indexes=(0,)),
+                                               TopicRequest(name="bad name", partition_indexes=(0,))))
+    answered = [(p.error_code, p.error_message) for t in _ask(broker, request).topics for p in t.partitions]
+    assert answered == [
+        (0, None), (3, None), (3, "This server does not host this topic-partition."),
+        (17, "Topic name is invalid: 'bad name' contains one or more characters other than ASCII alphanumerics, "
+             "'.', '_' and '-'")]
+    secured = broker_factory(**{"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
+    [[denied]] = [t.partitions for t in _ask(secured, DescribeProducersRequest(topics=(
+        TopicRequest(name="some-topic", partition_indexes=(0,)),))).topics]
+    assert (denied.error_code, denied.error_message) == (29, "Topic authorization failed.")
