@@ -583,13 +583,14 @@ class LogManager:
     def alter_topic_configs(self, name: str, set_: Mapping[str, str], delete: Iterable[str], *,
                             validate_only: bool = False) -> None:
         meta = self._topics.get(name)
-        if meta is None:
-            raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
-        configs = dict(meta.configs)
+        configs = dict(meta.configs) if meta is not None else {}
         configs.update(set_)
         for key in delete:
             configs.pop(key, None)
+        # Kafka's controller validates the configs before it looks the topic up (validateAlterConfig).
         config = resolve_log_config(self.defaults, configs)
+        if meta is None:
+            raise UnknownTopicOrPartition(f"The topic '{name}' does not exist.")
         if validate_only:
             return
         previous, meta.configs = meta.configs, configs

@@ -128,6 +128,9 @@ CASES: list[Case] = [
          ConfigResource.Type.BROKER, "1", incremental_configs=[
              ConfigEntry("log.retention.ms", "abc", incremental_operation=AlterConfigOpType.SET)])]))),
      KafkaError.INVALID_REQUEST, "Invalid value abc for configuration log.retention.ms: Not a number of type LONG"),
+    ("incremental alter: unknown topic, unknown config (the configs are checked first)",
+     lambda admin, _: _incremental(admin, "no-such-topic-here", "bad_option", "1"),
+     KafkaError.INVALID_CONFIG, "Unknown topic config name: bad_option"),
     ("incremental alter: unknown topic",
      lambda admin, _: _incremental(admin, "no-such-topic-here", "retention.ms", "1000"),
      KafkaError.UNKNOWN_TOPIC_OR_PART, "The topic 'no-such-topic-here' does not exist."),
@@ -407,3 +410,20 @@ def test_describe_producers_messages(broker_factory: Callable[..., BrokerProcess
     [[denied]] = [t.partitions for t in _ask(secured, DescribeProducersRequest(topics=(
         TopicRequest(name="some-topic", partition_indexes=(0,)),))).topics]
     assert (denied.error_code, denied.error_message) == (29, "Topic authorization failed.")
+
+
+def test_alter_configs_of_an_empty_or_illegal_topic_name(broker: BrokerProcess) -> None:
+    from kio.schema.incremental_alter_configs.v1.request import (
+        AlterableConfig,
+        AlterConfigsResource,
+        IncrementalAlterConfigsRequest,
+    )
+
+    change = (AlterableConfig(name="retention.ms", config_operation=0, value="1000"),)
+    resources = tuple(AlterConfigsResource(resource_type=2, resource_name=name, configs=change)
+                      for name in ("", "bad name"))
+    altered = _ask(broker, IncrementalAlterConfigsRequest(validate_only=False, resources=resources)).responses
+    assert [(r.resource_name, r.error_code, r.error_message) for r in altered] == [
+        ("", 42, "Default topic resources are not allowed."),
+        ("bad name", 17, "Topic name is invalid: 'bad name' contains one or more characters other than ASCII "
+                         "alphanumerics, '.', '_' and '-'")]
