@@ -412,7 +412,7 @@ def test_describe_producers_messages(broker_factory: Callable[..., BrokerProcess
     assert (denied.error_code, denied.error_message) == (29, "Topic authorization failed.")
 
 
-def test_alter_configs_of_an_empty_or_illegal_topic_name(broker: BrokerProcess) -> None:
+def test_alter_configs_of_an_empty_or_illegal_resource_name(broker: BrokerProcess) -> None:
     from kio.schema.incremental_alter_configs.v1.request import (
         AlterableConfig,
         AlterConfigsResource,
@@ -422,8 +422,11 @@ def test_alter_configs_of_an_empty_or_illegal_topic_name(broker: BrokerProcess) 
     change = (AlterableConfig(name="retention.ms", config_operation=0, value="1000"),)
     resources = tuple(AlterConfigsResource(resource_type=2, resource_name=name, configs=change)
                       for name in ("", "bad name"))
-    altered = _ask(broker, IncrementalAlterConfigsRequest(validate_only=False, resources=resources)).responses
+    group = (AlterConfigsResource(resource_type=32, resource_name="", configs=(
+        AlterableConfig(name="consumer.session.timeout.ms", config_operation=0, value="45000"),)),)
+    altered = _ask(broker, IncrementalAlterConfigsRequest(validate_only=False, resources=resources + group)).responses
     assert [(r.resource_name, r.error_code, r.error_message) for r in altered] == [
         ("", 42, "Default topic resources are not allowed."),
         ("bad name", 17, "Topic name is invalid: 'bad name' contains one or more characters other than ASCII "
-                         "alphanumerics, '.', '_' and '-'")]
+                         "alphanumerics, '.', '_' and '-'"),
+        ("", 42, "Default group resources are not allowed.")]
