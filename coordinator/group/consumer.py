@@ -513,7 +513,7 @@ class ConsumerGroupEngine:
         elif request.member_epoch == STATIC_LEAVE_EPOCH and request.instance_id is None:
             return "InstanceId can't be null."
         elif request.member_epoch < STATIC_LEAVE_EPOCH:
-            return f"MemberEpoch {request.member_epoch} is invalid."
+            return "MemberEpoch is invalid."
         if request.server_assignor is not None and request.server_assignor not in self.config.assignors:
             return f"ServerAssignor {request.server_assignor} is not supported. Supported assignors: " + ", ".join(
                 self.config.assignors) + "."

@@ -430,3 +430,13 @@ def test_alter_configs_of_an_empty_or_illegal_resource_name(broker: BrokerProces
         ("bad name", 17, "Topic name is invalid: 'bad name' contains one or more characters other than ASCII "
                          "alphanumerics, '.', '_' and '-'"),
         ("", 42, "Default group resources are not allowed.")]
+
+
+def test_consumer_group_heartbeat_with_an_invalid_epoch(broker: BrokerProcess) -> None:
+    from kio.schema.consumer_group_heartbeat.v0.request import ConsumerGroupHeartbeatRequest
+
+    response = _ask(broker, ConsumerGroupHeartbeatRequest(
+        group_id=unique_topic("g"), member_id="m1", member_epoch=-3, instance_id=None, rack_id=None,
+        rebalance_timeout=timedelta(milliseconds=-1), subscribed_topic_names=None, server_assignor=None,
+        topic_partitions=None))
+    assert (response.error_code, response.error_message) == (42, "MemberEpoch is invalid.")
