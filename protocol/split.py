@@ -174,10 +174,10 @@ def split_request(request: Any, selects: Callable[[str, int | None], bool],
                  dataclasses.replace(request, **{shape.topics: tuple(rest)}) if rest else None)
 
 
-def partition_errors(split: Split, code: ErrorCode) -> Any | None:
+def partition_errors(split: Split, code: ErrorCode, message: str | None = None) -> Any | None:
     """The error answer for the matched topics and partitions only, the request itself successful; None
     when the API reports such an error only for the whole request (OffsetFetch v2-7, OffsetDelete)."""
-    answer = error_response(split.matched, code, None)
+    answer = error_response(split.matched, code, message)
     shape = topic_shape(_class_of(answer))
     if shape is None or not getattr(answer, shape.topics, None):
         return None

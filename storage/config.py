@@ -50,20 +50,40 @@ class ConfigDef:
     broker_synonym: str | None
     field: str | None  # LogConfig attribute it sets, if minikafka acts on it
     doc: str
-    check: Callable[[str], bool] | None = None
+    # Kafka's ConfigDef validator: given the parsed value, the offending value and why, or None if valid.
+    check: Callable[[object], tuple[object, str] | None] | None = None
 
 
-def _one_of(*allowed: str) -> Callable[[str], bool]:
-    return lambda value: all(part.strip() in allowed for part in value.split(",") if part.strip())
+def _one_of(*allowed: str) -> Callable[[object], tuple[object, str] | None]:
+    """Kafka's ValidString/ValidList.in: a list is checked item by item and the first bad item is named."""
+    reason = f"String must be one of: {', '.join(allowed)}"
+
+    def check(value: object) -> tuple[object, str] | None:
+        items = value if isinstance(value, list) else [value]
+        bad = next((item for item in items if item not in allowed), None)
+        return None if bad is None else (bad, reason)
+    return check
 
 
-def _at_least(minimum: int) -> Callable[[str], bool]:
-    return lambda value: int(value) >= minimum
+def _between(minimum: int, maximum: int | None = None) -> Callable[[object], tuple[object, str] | None]:
+    """Kafka's Range.atLeast/between."""
+    def check(value: object) -> tuple[object, str] | None:
+        assert isinstance(value, int | float)
+        if value < minimum:
+            return value, f"Value must be at least {minimum}"
+        if maximum is not None and value > maximum:
+            return value, f"Value must be no more than {maximum}"
+        return None
+    return check
+
+
+def _at_least(minimum: int) -> Callable[[object], tuple[object, str] | None]:
+    return _between(minimum)
 
 
 _DEFS = [
     ConfigDef("cleanup.policy", "list", "delete", "log.cleanup.policy", "cleanup_policy",
-              "delete and/or compact (storage/cleaner.py)", _one_of("delete", "compact")),
+              "delete and/or compact (storage/cleaner.py)", _one_of("compact", "delete")),
     ConfigDef("compression.type", "string", "producer", "compression.type", "compression_type",
               "Final compression type; minikafka keeps batches as the producer sent them",
               _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
@@ -90,7 +110,7 @@ _DEFS = [
               "message_timestamp_before_max_ms", "Allowed CreateTime lag behind the broker clock", _at_least(0)),
     ConfigDef("min.cleanable.dirty.ratio", "double", "0.5", "log.cleaner.min.cleanable.ratio",
               "min_cleanable_dirty_ratio",
-              "Dirty ratio that triggers compaction", lambda v: 0 <= float(v) <= 1),
+              "Dirty ratio that triggers compaction", _between(0, 1)),
     ConfigDef("min.compaction.lag.ms", "long", "0", "log.cleaner.min.compaction.lag.ms", "min_compaction_lag_ms",
               "Minimum time a message stays uncompacted", _at_least(0)),
     ConfigDef("min.insync.replicas", "int", "1", "min.insync.replicas", "min_insync_replicas",
@@ -122,24 +142,44 @@ _EXTRA_BROKER_KEYS = {
 BROKER_LOG_KEYS = frozenset({d.broker_synonym for d in _DEFS if d.broker_synonym} | _EXTRA_BROKER_KEYS)
 
 
-def _convert(definition: ConfigDef, value: str) -> object:
-    value = value.strip()
+_JAVA_TYPE_NAMES = {"int": "INT", "long": "LONG", "double": "DOUBLE"}
+_INT_BOUNDS = {"int": 2**31, "long": 2**63}
+
+
+def _parse(definition: ConfigDef, value: str) -> object:
+    """The value as Kafka's ConfigDef.parseType reads it; a bad one raises with Kafka's message."""
+    trimmed = value.strip()
+    kind = definition.type
     try:
-        if definition.type in ("int", "long"):
-            converted: object = int(value)
-        elif definition.type == "double":
-            converted = float(value)
-        elif definition.type == "boolean":
-            if value.lower() not in ("true", "false"):
-                raise ValueError(value)
-            converted = value.lower() == "true"
-        else:
-            converted = value
-        if definition.check is not None and not definition.check(value):
-            raise ValueError(value)
+        if kind in _INT_BOUNDS:
+            number = int(trimmed)
+            if not -_INT_BOUNDS[kind] <= number < _INT_BOUNDS[kind]:
+                raise ValueError(trimmed)
+            return number
+        if kind == "double":
+            return float(trimmed)
     except ValueError:
-        raise InvalidConfig(f"invalid value {value!r} for configuration {definition.name}") from None
-    return converted
+        raise _invalid_value(definition.name, value, f"Not a number of type {_JAVA_TYPE_NAMES[kind]}") from None
+    if kind == "boolean":
+        if trimmed.lower() not in ("true", "false"):
+            raise _invalid_value(definition.name, value, "Expected value to be either true or false")
+        return trimmed.lower() == "true"
+    if kind == "list":
+        return [item.strip() for item in trimmed.split(",") if item.strip()]
+    return trimmed
+
+
+def _invalid_value(name: str, value: object, reason: str) -> InvalidConfig:
+    """Kafka's ConfigException(name, value, message)."""
+    return InvalidConfig(f"Invalid value {value} for configuration {name}: {reason}")
+
+
+def _convert(definition: ConfigDef, value: str) -> object:
+    parsed = _parse(definition, value)
+    problem = definition.check(parsed) if definition.check is not None else None
+    if problem is not None:
+        raise _invalid_value(definition.name, *problem)
+    return value.strip() if definition.type in ("list", "string") else parsed
 
 
 def resolve_log_config(defaults: LogConfig, overrides: Mapping[str, str | None]) -> LogConfig:
@@ -150,11 +190,13 @@ def resolve_log_config(defaults: LogConfig, overrides: Mapping[str, str | None])
     if null_keys:
         raise InvalidConfig(f"Null value not supported for topic configs: {','.join(null_keys)}")
     present = {key: value for key, value in overrides.items() if value is not None}
+    # Kafka's LogConfig.validate: every name is checked before any value.
+    unknown = next((key for key in present if key not in TOPIC_CONFIGS), None)
+    if unknown is not None:
+        raise InvalidConfig(f"Unknown topic config name: {unknown}")
     changes: dict[str, Any] = {}
     for key, value in present.items():
-        definition = TOPIC_CONFIGS.get(key)
-        if definition is None:
-            raise InvalidConfig(f"unknown topic config {key}")
+        definition = TOPIC_CONFIGS[key]
         converted = _convert(definition, value)
         if definition.field is not None:
             changes[definition.field] = converted
@@ -180,7 +222,8 @@ def log_config_from_broker_properties(props: Mapping[str, str]) -> LogConfig:
                 try:
                     return int(props[key]) * scale
                 except ValueError:
-                    raise InvalidConfig(f"invalid value {props[key]!r} for configuration {key}") from None
+                    kind = "LONG" if key.endswith(".ms") else "INT"
+                    raise _invalid_value(key, props[key], f"Not a number of type {kind}") from None
         return None
 
     retention = first(("log.retention.ms", 1), ("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000))

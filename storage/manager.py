@@ -88,14 +88,22 @@ def kafka_uuid(value: uuid.UUID) -> str:
 
 
 def validate_topic_name(name: str) -> None:
+    """Kafka's Topic.validate, with its messages."""
+    reason = _invalid_topic_reason(name)
+    if reason is not None:
+        raise InvalidTopic(f"Topic name is invalid: {reason}")
+
+
+def _invalid_topic_reason(name: str) -> str | None:
     if not name:
-        raise InvalidTopic("topic name is empty")
+        return "the empty string is not allowed"
     if name in (".", ".."):
-        raise InvalidTopic(f"topic name cannot be {name!r}")
+        return f"'{name}' is not allowed"
     if len(name) > MAX_TOPIC_LENGTH:
-        raise InvalidTopic(f"topic name is longer than {MAX_TOPIC_LENGTH} characters")
+        return f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_LENGTH}"
     if not _LEGAL_TOPIC.match(name):
-        raise InvalidTopic(f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'")
+        return f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
 
 
 def _write_new_file(path: Path, data: bytes) -> None:
@@ -397,12 +405,20 @@ class LogManager:
                    internal: bool) -> TopicMeta:
         validate_topic_name(name)
         if name in self._topics or name in self._creating:
-            raise TopicAlreadyExists(f"topic {name!r} already exists")
+            raise TopicAlreadyExists(f"Topic '{name}' already exists.")
         if partitions < 1:
-            raise InvalidPartitions(f"number of partitions must be at least 1, got {partitions}")
+            raise InvalidPartitions("Number of partitions was set to an invalid non-positive value.")
         overrides = dict(configs or {})
         resolve_log_config(self.defaults, overrides)
         return TopicMeta(name, uuid.uuid4(), partitions, overrides, internal)
+
+    def check_new_topic(self, name: str, configs: Mapping[str, str | None]) -> None:
+        """What Kafka's controller checks of a new topic before its partitions, in its order: the name,
+        that it does not exist yet, then its configs."""
+        validate_topic_name(name)
+        if name in self._topics or name in self._creating:
+            raise TopicAlreadyExists(f"Topic '{name}' already exists.")
+        resolve_log_config(self.defaults, configs)
 
     async def create_topic_async(self, name: str, partitions: int, configs: Mapping[str, str] | None = None, *,
                                  validate_only: bool = False) -> TopicMeta:
@@ -520,7 +536,8 @@ class LogManager:
         if meta is None:
             raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
         if total <= meta.partitions:
-            raise InvalidPartitions(f"topic {name} has {meta.partitions} partitions; {total} is not more")
+            raise InvalidPartitions(f"The topic {name} currently has {meta.partitions} partition(s); "
+                                    f"{total} would not be an increase.")
         return meta
 
     async def create_partitions_async(self, name: str, total: int, *, validate_only: bool = False) -> None:
@@ -566,13 +583,14 @@ class LogManager:
     def alter_topic_configs(self, name: str, set_: Mapping[str, str], delete: Iterable[str], *,
                             validate_only: bool = False) -> None:
         meta = self._topics.get(name)
-        if meta is None:
-            raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
-        configs = dict(meta.configs)
+        configs = dict(meta.configs) if meta is not None else {}
         configs.update(set_)
         for key in delete:
             configs.pop(key, None)
+        # Kafka's controller validates the configs before it looks the topic up (validateAlterConfig).
         config = resolve_log_config(self.defaults, configs)
+        if meta is None:
+            raise UnknownTopicOrPartition(f"The topic '{name}' does not exist.")
         if validate_only:
             return
         previous, meta.configs = meta.configs, configs

@@ -339,7 +339,8 @@ class DynamicConfigStore:
 
     def alter_group(self, group: str, wanted: Mapping[str, str], *, validate_only: bool) -> None:
         if not group:
-            raise invalid_request("A group config resource needs a group id")
+            # Kafka's ControllerConfigurationValidator.validateGroupName
+            raise invalid_request("Default group resources are not allowed.")
         self._validate_group(wanted)
         if validate_only:
             return

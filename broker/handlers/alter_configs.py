@@ -22,10 +22,15 @@ from __future__ import annotations
 from typing import Any
 
 from minikafka.broker.config.dynamic_config import invalid_request
-from minikafka.broker.handlers._shared.config_changes import BROKER, TOPIC, alter_each_resource, refuse_null_values
+from minikafka.broker.handlers._shared.config_changes import (
+    BROKER,
+    TOPIC,
+    alter_each_resource,
+    check_topic_resource,
+    refuse_null_values,
+)
 from minikafka.broker.wire.context import RequestContext
 from minikafka.protocol.api_keys import ApiKey, VersionRange
-from minikafka.storage.errors import UnknownTopicOrPartition
 
 API_KEY = ApiKey.ALTER_CONFIGS
 VERSIONS = VersionRange(0, 2)
@@ -33,14 +38,15 @@ VERSIONS = VersionRange(0, 2)
 
 def _replace_topic_configs(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     logs = ctx.services.logs
-    meta = logs.topic(resource.resource_name)
-    if meta is None:
-        raise UnknownTopicOrPartition(f"topic {resource.resource_name} does not exist")
+    name = resource.resource_name
+    check_topic_resource(name)
+    meta = logs.topic(name)
     wanted = {config.name: config.value for config in resource.configs}
-    dropped = [key for key in meta.configs if key not in wanted]
-    logs.alter_topic_configs(meta.name, wanted, dropped, validate_only=validate_only)
+    dropped = [key for key in meta.configs if key not in wanted] if meta is not None else []
+    # The configs are validated before the topic is looked up, as Kafka's controller does.
+    logs.alter_topic_configs(name, wanted, dropped, validate_only=validate_only)
     if not validate_only:
-        ctx.log.info("replaced topic configs", topic=meta.name, set=wanted, deleted=dropped)
+        ctx.log.info("replaced topic configs", topic=name, set=wanted, deleted=dropped)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -34,7 +34,7 @@ _MECHANISM_NAMES = {code: name for name, code in MECHANISM_CODES.items()}
 
 def _upsert_error(upsertion: Any) -> tuple[ErrorCode, str] | None:
     if upsertion.mechanism not in _MECHANISM_NAMES:
-        return ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism."
+        return ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"
     if upsertion.iterations < MIN_ITERATIONS:
         return ErrorCode.unacceptable_credential, "Too few iterations"
     if upsertion.iterations > MAX_ITERATIONS:
@@ -62,7 +62,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if deletion.name in errors:
             continue
         if mechanism is None:
-            errors[deletion.name] = (ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism.")
+            errors[deletion.name] = (ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism")
         elif sasl is None or sasl.credentials.get(deletion.name, mechanism) is None:
             errors[deletion.name] = (ErrorCode.resource_not_found,
                                      "Attempt to delete a user credential that does not exist")

@@ -86,7 +86,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             described.append(_describe(ctx, group, request.include_authorized_operations))
         elif group_id in groups.groups:
             described.append(_error(group_id, ErrorCode.group_id_not_found,
-                                    f"Group {group_id} is not a consumer group."))
+                                    f"Group {group_id} is not a consumer group"))
         else:
             described.append(_error(group_id, ErrorCode.group_id_not_found, f"Group {group_id} not found."))
     return build(response_of(request), throttle_time=0, groups=described)

@@ -81,7 +81,8 @@ def _sort_out(request: Any) -> _Targets:
 
 def _delete(ctx: RequestContext, meta: TopicMeta) -> None:
     if not ctx.services.config.delete_topic_enable:
-        raise KafkaError("topic deletion is disabled", code=ErrorCode.topic_deletion_disabled)
+        # Kafka answers with the code alone (DeleteTopicsRequest.getErrorResponse).
+        raise KafkaError(code=ErrorCode.topic_deletion_disabled)
     if meta.internal:
         raise InvalidTopic(f"internal topic {meta.name} cannot be deleted")
     ctx.services.logs.delete_topic(meta.name)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from minikafka.broker.handlers._shared.acls import NO_AUTHORIZER, acl_filter
+from minikafka.broker.handlers._shared.acls import NO_AUTHORIZER_ON_BROKER, acl_filter
 from minikafka.broker.handlers._shared.common import response_of
 from minikafka.broker.security.acls import InvalidAcl
 from minikafka.broker.wire.context import RequestContext
@@ -26,7 +26,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     authorizer = ctx.services.authorizer
     response = response_of(request)
     if authorizer is None:
-        return build(response, throttle_time=0, error_code=ErrorCode.security_disabled, error_message=NO_AUTHORIZER)
+        return build(response, throttle_time=0, error_code=ErrorCode.security_disabled,
+                     error_message=NO_AUTHORIZER_ON_BROKER)
     wanted = acl_filter(request)
     try:
         wanted.validate()

@@ -2,8 +2,10 @@
 
 Behavior: for each requested partition led by this node, the producers with state there: id,
 epoch, last sequence, last batch timestamp, coordinator epoch and the first offset of the open
-transaction (-1 when none). Unknown partitions are UNKNOWN_TOPIC_OR_PARTITION; a partition led by
-another node is NOT_LEADER_OR_FOLLOWER.
+transaction (-1 when none). An illegal topic name is INVALID_TOPIC_EXCEPTION and an unknown topic
+UNKNOWN_TOPIC_OR_PARTITION, with Kafka's texts; an unknown partition of a known topic is
+UNKNOWN_TOPIC_OR_PARTITION and a partition led by another node NOT_LEADER_OR_FOLLOWER, both without a
+message, as Kafka's ReplicaManager answers them.
 """
 
 from __future__ import annotations
@@ -16,14 +18,25 @@ from minikafka.broker.wire.errors import error_fields
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.storage.errors import UnknownTopicOrPartition
+from minikafka.storage.manager import validate_topic_name
 
 API_KEY = ApiKey.DESCRIBE_PRODUCERS
 VERSIONS = VersionRange(0, 0)
 
 
+def _check_topic(ctx: RequestContext, topic: str) -> None:
+    """Kafka's topic-wide checks, with ApiError's texts; a partition's own errors carry none."""
+    validate_topic_name(topic)
+    if ctx.services.logs.topic(topic) is None:
+        raise UnknownTopicOrPartition("This server does not host this topic-partition.")
+
+
 def _producers(ctx: RequestContext, topic: str, partition: int) -> list[dict[str, Any]]:
+    if ctx.services.logs.partition(topic, partition) is None:
+        raise UnknownTopicOrPartition()
     if ctx.services.cluster.leader_of(topic, partition) != ctx.node.node_id:
-        raise KafkaError(f"{topic}-{partition} is led by another node", code=ErrorCode.not_leader_or_follower)
+        raise KafkaError(code=ErrorCode.not_leader_or_follower)
     log = partition_log(ctx, topic, partition)
     return [
         {
@@ -45,6 +58,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for index in topic.partition_indexes:
             entry: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.none, "error_message": None}
             try:
+                _check_topic(ctx, topic.name)
                 entry["active_producers"] = _producers(ctx, topic.name, index)
             except Exception as exc:
                 entry.update(error_fields(ctx, exc, topic=topic.name, partition=index))

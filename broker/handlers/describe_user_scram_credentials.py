@@ -36,7 +36,7 @@ def describe(credentials: ScramCredentials, names: list[str] | None) -> list[dic
         if names.count(name) > 1:
             results.append({"user": name, "error_code": ErrorCode.duplicate_resource, "credential_infos": [],
                             "error_message": "Cannot describe SCRAM credentials for the same user twice in a "
-                                             "single request"})
+                                             f"single request: {name}"})
         elif name not in users:
             results.append({"user": name, "error_code": ErrorCode.resource_not_found, "credential_infos": [],
                             "error_message": f"Attempt to describe a user credential that does not exist: {name}"})

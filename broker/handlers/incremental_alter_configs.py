@@ -2,8 +2,13 @@
 
 Behavior:
 - TOPIC resources: SET (0), DELETE (1, back to the default), APPEND (2) and SUBTRACT (3) for list
-  configs such as cleanup.policy. Validated as a whole before applying; validate_only changes
-  nothing. An unknown key or bad value is INVALID_CONFIG; an unknown topic UNKNOWN_TOPIC_OR_PARTITION.
+  configs such as cleanup.policy (on another key INVALID_CONFIG, "Can't APPEND to key retention.ms because
+  its type is not LIST."). Validated as a whole before applying; validate_only changes nothing. An
+  unknown key or bad value is INVALID_CONFIG, with Kafka's messages ("Unknown topic config name: x",
+  "Invalid value -5 for configuration retention.ms: Value must be at least -1"); an unknown topic
+  UNKNOWN_TOPIC_OR_PARTITION ("The topic 'x' does not exist."), after the configs are checked, as in
+  Kafka; an empty name INVALID_REQUEST ("Default topic resources are not allowed."), an illegal one
+  INVALID_TOPIC_EXCEPTION.
 - A null value is legal for DELETE only; SET, APPEND or SUBTRACT with one fails the resource with
   INVALID_REQUEST ("Null value not supported for : a, b"), as in Kafka's ConfigAdminManager; so do a
   key named twice ("Error due to duplicate config keys") and, for every copy, a resource named twice
@@ -36,11 +41,13 @@ from minikafka.broker.handlers._shared.config_changes import (
     TOPIC,
     alter_each_resource,
     apply_list_operation,
+    check_topic_resource,
     refuse_null_values,
 )
 from minikafka.broker.wire.context import RequestContext
 from minikafka.protocol.api_keys import ApiKey, VersionRange
-from minikafka.storage.errors import InvalidConfig, UnknownTopicOrPartition
+from minikafka.storage.config import TOPIC_CONFIGS
+from minikafka.storage.errors import InvalidConfig
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 VERSIONS = VersionRange(0, 1)
@@ -50,9 +57,10 @@ SET, DELETE = 0, 1
 
 def _alter_topic(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     logs = ctx.services.logs
-    meta = logs.topic(resource.resource_name)
-    if meta is None:
-        raise UnknownTopicOrPartition(f"topic {resource.resource_name} does not exist")
+    name = resource.resource_name
+    check_topic_resource(name)
+    meta = logs.topic(name)
+    current = dict(meta.configs) if meta is not None else {}
     to_set: dict[str, str] = {}
     to_delete: list[str] = []
     for change in resource.configs:
@@ -61,13 +69,19 @@ def _alter_topic(ctx: RequestContext, resource: Any, validate_only: bool) -> Non
         elif change.config_operation == DELETE:
             to_delete.append(change.name)
         elif change.config_operation in (APPEND, SUBTRACT):
-            to_set[change.name] = apply_list_operation(meta.configs.get(change.name), change.config_operation,
+            definition = TOPIC_CONFIGS.get(change.name)
+            if definition is None or definition.type != "list":
+                # Kafka's ConfigurationControlManager.incrementalAlterConfigResource
+                verb = "APPEND" if change.config_operation == APPEND else "SUBTRACT"
+                raise InvalidConfig(f"Can't {verb} to key {change.name} because its type is not LIST.")
+            to_set[change.name] = apply_list_operation(current.get(change.name), change.config_operation,
                                                        change.value)
         else:
-            raise InvalidConfig(f"unknown config operation {change.config_operation}")
-    logs.alter_topic_configs(meta.name, to_set, to_delete, validate_only=validate_only)
+            raise invalid_request(f"Unknown operations type {change.config_operation}")
+    # The configs are validated before the topic is looked up, as Kafka's controller does.
+    logs.alter_topic_configs(name, to_set, to_delete, validate_only=validate_only)
     if not validate_only:
-        ctx.log.info("altered topic configs", topic=meta.name, set=to_set, deleted=to_delete)
+        ctx.log.info("altered topic configs", topic=name, set=to_set, deleted=to_delete)
 
 
 def _incremental_result(current: dict[str, str], resource: Any, types: dict[str, str],

@@ -97,6 +97,11 @@ _CODES: dict[type, frozenset[int]] = {
     enum: frozenset(member.value for member in enum) for enum in (ResourceType, PatternType, Operation, Permission)}
 
 
+def _java_name(enum: type[IntEnum], code: int) -> str:
+    """How Kafka prints the enum it decoded `code` into: a code it does not know is UNKNOWN."""
+    return enum(code).name if code in _CODES[enum] else "UNKNOWN"
+
+
 class InvalidAcl(ValueError):
     """A binding or filter Kafka refuses with INVALID_REQUEST."""
 
@@ -112,20 +117,21 @@ class AclBinding:
     permission: int
 
     def validate(self) -> None:
-        """AclControlManager.validateNewAcl's checks."""
-        if (self.resource_type in (ResourceType.ANY, ResourceType.UNKNOWN)
-                or self.resource_type not in _CODES[ResourceType]):
-            raise InvalidAcl(f"Invalid resourceType {self.resource_type}")
-        if self.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
-            raise InvalidAcl(f"Invalid patternType {self.pattern_type}")
-        if self.operation in (Operation.ANY, Operation.UNKNOWN) or self.operation not in _CODES[Operation]:
-            raise InvalidAcl(f"Invalid operation {self.operation}")
-        if self.permission not in (Permission.ALLOW, Permission.DENY):
-            raise InvalidAcl(f"Invalid permissionType {self.permission}")
-        if not self.resource_name:
-            raise InvalidAcl("Resource name should not be empty")
+        """Kafka's checks and messages: AclApis.handleCreateAcls' on the broker first, then
+        AclControlManager.validateNewAcl's."""
         if self.resource_type == ResourceType.CLUSTER and self.resource_name != CLUSTER_NAME:
             raise InvalidAcl(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
+        if not self.resource_name:
+            raise InvalidAcl("Invalid empty resource name")
+        if (self.resource_type in (ResourceType.ANY, ResourceType.UNKNOWN)
+                or self.resource_type not in _CODES[ResourceType]):
+            raise InvalidAcl(f"Invalid resourceType {_java_name(ResourceType, self.resource_type)}")
+        if self.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
+            raise InvalidAcl(f"Invalid patternType {_java_name(PatternType, self.pattern_type)}")
+        if self.operation in (Operation.ANY, Operation.UNKNOWN) or self.operation not in _CODES[Operation]:
+            raise InvalidAcl(f"Invalid operation {_java_name(Operation, self.operation)}")
+        if self.permission not in (Permission.ALLOW, Permission.DENY):
+            raise InvalidAcl(f"Invalid permissionType {_java_name(Permission, self.permission)}")
         try:
             KafkaPrincipal.parse(self.principal)
         except ValueError as exc:
@@ -148,13 +154,13 @@ class AclFilter:
 
     def validate(self) -> None:
         if self.resource_type == ResourceType.UNKNOWN or self.resource_type not in _CODES[ResourceType]:
-            raise InvalidAcl(f"Invalid resourceType {self.resource_type}")
+            raise InvalidAcl(f"Invalid resourceType {_java_name(ResourceType, self.resource_type)}")
         if self.pattern_type == PatternType.UNKNOWN or self.pattern_type not in _CODES[PatternType]:
-            raise InvalidAcl(f"Invalid patternType {self.pattern_type}")
+            raise InvalidAcl(f"Invalid patternType {_java_name(PatternType, self.pattern_type)}")
         if self.operation == Operation.UNKNOWN or self.operation not in _CODES[Operation]:
-            raise InvalidAcl(f"Invalid operation {self.operation}")
+            raise InvalidAcl(f"Invalid operation {_java_name(Operation, self.operation)}")
         if self.permission == Permission.UNKNOWN or self.permission not in _CODES[Permission]:
-            raise InvalidAcl(f"Invalid permissionType {self.permission}")
+            raise InvalidAcl(f"Invalid permissionType {_java_name(Permission, self.permission)}")
 
     def matches(self, acl: AclBinding) -> bool:
         if self.resource_type != ResourceType.ANY and self.resource_type != acl.resource_type:

@@ -42,8 +42,35 @@ _TXN_DENIED = ErrorCode.transactional_id_authorization_failed
 _CLUSTER_DENIED = ErrorCode.cluster_authorization_failed
 
 
+# The message Kafka 4 sends with a refusal, where it sends one: ControllerApis' "Authorization failed." for
+# CreateTopics and ApiError's default text (Errors.message()) for DeleteTopics, DescribeProducers and the
+# config changes; every other refusal carries the code alone.
+_DENIAL_MESSAGES: dict[tuple[int, ErrorCode], str] = {
+    (ApiKey.CREATE_TOPICS, _TOPIC_DENIED): "Authorization failed.",
+    (ApiKey.DELETE_TOPICS, _TOPIC_DENIED): "Topic authorization failed.",
+    (ApiKey.DESCRIBE_PRODUCERS, _TOPIC_DENIED): "Topic authorization failed.",
+    **{(api, code): text for api in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS)
+       for code, text in ((_TOPIC_DENIED, "Topic authorization failed."),
+                          (_CLUSTER_DENIED, "Cluster authorization failed."),
+                          (_GROUP_DENIED, "Group authorization failed."))},
+}
+
+
+# FindCoordinator v0-3 refusals are sent as Kafka's prepareOldResponse, with the code's own text.
+_OLD_FIND_COORDINATOR_MESSAGES = {
+    _GROUP_DENIED: "Group authorization failed.",
+    _TXN_DENIED: "Transactional Id authorization failed.",
+}
+
+
+def _denial_message(request: Any, code: ErrorCode) -> str | None:
+    if request.__api_key__ == ApiKey.FIND_COORDINATOR and request.__version__ < 4:
+        return _OLD_FIND_COORDINATOR_MESSAGES.get(code)
+    return _DENIAL_MESSAGES.get((request.__api_key__, code))
+
+
 def _denied(request: Any, code: ErrorCode) -> Any:
-    return error_response(request, code, None)
+    return error_response(request, code, _denial_message(request, code))
 
 
 def _cluster(operation: Operation) -> Check:
@@ -90,7 +117,7 @@ def _topics(operation: Operation, *, or_cluster: bool = False) -> Check:
             return await handle(ctx, request)
         ctx.log.info("topics not authorized", operation=operation.name, principal=str(session.principal),
                      topics=sorted(topic for topic, allowed in verdicts.items() if not allowed))
-        injected = partition_errors(split, _TOPIC_DENIED)
+        injected = partition_errors(split, _TOPIC_DENIED, _denial_message(request, _TOPIC_DENIED))
         if injected is None:
             return _denied(request, _TOPIC_DENIED)
         if split.rest is None:

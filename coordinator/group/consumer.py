@@ -407,7 +407,7 @@ class ConsumerGroupEngine:
             classic = self._manager.groups.get(request.group_id)
             if classic is not None and classic.members:
                 converted = self.upgrade(request.group_id) if self.upgrade is not None \
-                    else f"Group {request.group_id} is not a consumer group."
+                    else f"Group {request.group_id} is not a consumer group"
                 if isinstance(converted, str):
                     return HeartbeatResult(ErrorCode.group_id_not_found, converted)
                 group = converted
@@ -513,7 +513,7 @@ class ConsumerGroupEngine:
         elif request.member_epoch == STATIC_LEAVE_EPOCH and request.instance_id is None:
             return "InstanceId can't be null."
         elif request.member_epoch < STATIC_LEAVE_EPOCH:
-            return f"MemberEpoch {request.member_epoch} is invalid."
+            return "MemberEpoch is invalid."
         if request.server_assignor is not None and request.server_assignor not in self.config.assignors:
             return f"ServerAssignor {request.server_assignor} is not supported. Supported assignors: " + ", ".join(
                 self.config.assignors) + "."

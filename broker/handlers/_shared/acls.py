@@ -8,6 +8,8 @@ from minikafka.broker.security.acls import AclFilter
 
 # Kafka's answer when no authorizer is configured (SECURITY_DISABLED).
 NO_AUTHORIZER = "No Authorizer is configured."
+# DescribeAcls words it differently (Kafka's AclApis.handleDescribeAcls).
+NO_AUTHORIZER_ON_BROKER = "No Authorizer is configured on the broker"
 
 
 

@@ -13,6 +13,7 @@ from minikafka.broker.wire.context import RequestContext
 from minikafka.broker.wire.errors import error_fields
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode
+from minikafka.storage.manager import validate_topic_name
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 APPEND, SUBTRACT = 2, 3
@@ -27,6 +28,13 @@ def refuse_duplicate_keys(resource: Any) -> None:
 def refuse_null_values(names: list[str]) -> None:
     if names:
         raise invalid_request(f"Null value not supported for : {', '.join(names)}")
+
+
+def check_topic_resource(name: str) -> None:
+    """Kafka's ControllerConfigurationValidator.validateTopicName, run before the topic is looked up."""
+    if not name:
+        raise invalid_request("Default topic resources are not allowed.")
+    validate_topic_name(name)
 
 
 def list_items(value: str | None) -> list[str]:
