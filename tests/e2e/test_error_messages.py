@@ -23,11 +23,11 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 from minikafka.protocol.codec import decode_response, encode_request
+from minikafka.testing import Broker
 
-from tests.conftest import BrokerProcess, unique_topic
-
-from .helpers import create_topic
-from .test_raw_protocol import Wire
+from tests.support.clients import create_topic
+from tests.support.names import unique_topic
+from tests.support.wire import Wire
 
 
 def _failure(future: Any) -> KafkaError:
@@ -138,11 +138,11 @@ CASES: list[Case] = [
 
 
 @pytest.mark.parametrize(("call", "code", "message"), [case[1:] for case in CASES], ids=[case[0] for case in CASES])
-def test_admin_errors_carry_kafkas_message(broker: BrokerProcess, call: Callable[[AdminClient, str], KafkaError],
+def test_admin_errors_carry_kafkas_message(broker: Broker, call: Callable[[AdminClient, str], KafkaError],
                                            code: int, message: str) -> None:
     topic = unique_topic("existing")
-    create_topic(broker.bootstrap, topic)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    create_topic(broker.bootstrap_servers, topic)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     error = call(admin, topic)
     assert (error.code(), error.str()) == (code, message.format(topic=topic))
 
@@ -150,7 +150,7 @@ def test_admin_errors_carry_kafkas_message(broker: BrokerProcess, call: Callable
 # ------------------------------------------------------------------------------------ raw requests
 
 
-def _ask(broker: BrokerProcess, request: Any) -> Any:
+def _ask(broker: Broker, request: Any) -> Any:
     wire = Wire(broker)
     try:
         wire.send(encode_request(1, request))
@@ -159,7 +159,7 @@ def _ask(broker: BrokerProcess, request: Any) -> Any:
         wire.close()
 
 
-def _create_topic_raw(broker: BrokerProcess, topic: Any) -> tuple[int, str | None]:
+def _create_topic_raw(broker: Broker, topic: Any) -> tuple[int, str | None]:
     from kio.schema.create_topics.v7.request import CreateTopicsRequest
 
     [result] = _ask(broker, CreateTopicsRequest(timeout=timedelta(seconds=5), validate_only=False,
@@ -167,7 +167,7 @@ def _create_topic_raw(broker: BrokerProcess, topic: Any) -> tuple[int, str | Non
     return result.error_code, result.error_message
 
 
-def test_create_topics_with_assignments_and_a_count(broker: BrokerProcess) -> None:
+def test_create_topics_with_assignments_and_a_count(broker: Broker) -> None:
     from kio.schema.create_topics.v7.request import CreatableReplicaAssignment, CreatableTopic
 
     assignment = (CreatableReplicaAssignment(partition_index=0, broker_ids=(1,)),)
@@ -185,7 +185,7 @@ def test_create_topics_with_assignments_and_a_count(broker: BrokerProcess) -> No
     (0, 1, 37, "Number of partitions was set to an invalid non-positive value."),
     (1, 0, 38, "Replication factor must be larger than 0, or -1 to use the default value."),
 ])
-def test_create_topics_with_non_positive_counts(broker: BrokerProcess, partitions: int, replication: int,
+def test_create_topics_with_non_positive_counts(broker: Broker, partitions: int, replication: int,
                                                 code: int, message: str) -> None:
     from kio.schema.create_topics.v7.request import CreatableTopic
 
@@ -194,7 +194,7 @@ def test_create_topics_with_non_positive_counts(broker: BrokerProcess, partition
     assert _create_topic_raw(broker, topic) == (code, message)
 
 
-def test_describe_configs_messages(broker: BrokerProcess) -> None:
+def test_describe_configs_messages(broker: Broker) -> None:
     from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 
     resources = ((2, "no-such-topic-here"), (2, "bad name"), (4, "7"), (4, "seven"), (32, ""), (8, "1"))
@@ -212,7 +212,7 @@ def test_describe_configs_messages(broker: BrokerProcess) -> None:
     ]
 
 
-def test_describe_acls_without_an_authorizer(broker: BrokerProcess) -> None:
+def test_describe_acls_without_an_authorizer(broker: Broker) -> None:
     from kio.schema.describe_acls.v3.request import DescribeAclsRequest
 
     response = _ask(broker, DescribeAclsRequest(resource_type_filter=1, resource_name_filter=None,
@@ -221,7 +221,7 @@ def test_describe_acls_without_an_authorizer(broker: BrokerProcess) -> None:
     assert (response.error_code, response.error_message) == (54, "No Authorizer is configured on the broker")
 
 
-def test_create_acls_messages(broker_factory: Callable[..., BrokerProcess]) -> None:
+def test_create_acls_messages(broker_factory: Callable[..., Broker]) -> None:
     from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
 
     broker = broker_factory(**{"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -245,18 +245,18 @@ def test_create_acls_messages(broker_factory: Callable[..., BrokerProcess]) -> N
 
 
 def test_delete_topics_when_deletion_is_disabled_carries_no_message(
-        broker_factory: Callable[..., BrokerProcess]) -> None:
+        broker_factory: Callable[..., Broker]) -> None:
     from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 
     broker = broker_factory(**{"delete.topic.enable": "false"})
     topic = unique_topic("kept")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     [result] = _ask(broker, DeleteTopicsRequest(topics=(DeleteTopicState(name=topic, topic_id=None),),
                                                 timeout=timedelta(seconds=5))).responses
     assert (result.error_code, result.error_message) == (73, None)
 
 
-def test_scram_credential_messages(broker: BrokerProcess) -> None:
+def test_scram_credential_messages(broker: Broker) -> None:
     from kio.schema.alter_user_scram_credentials.v0.request import (
         AlterUserScramCredentialsRequest,
         ScramCredentialDeletion,
@@ -279,7 +279,7 @@ def test_scram_credential_messages(broker: BrokerProcess) -> None:
     ]
 
 
-def test_create_partitions_with_too_few_assignments(broker: BrokerProcess) -> None:
+def test_create_partitions_with_too_few_assignments(broker: Broker) -> None:
     from kio.schema.create_partitions.v3.request import (
         CreatePartitionsAssignment,
         CreatePartitionsRequest,
@@ -287,7 +287,7 @@ def test_create_partitions_with_too_few_assignments(broker: BrokerProcess) -> No
     )
 
     topic = unique_topic("grow")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     grow = CreatePartitionsTopic(name=topic, count=3, assignments=(CreatePartitionsAssignment(broker_ids=(1,)),))
     [result] = _ask(broker, CreatePartitionsRequest(topics=(grow,), timeout=timedelta(seconds=5),
                                                     validate_only=False)).results
@@ -295,7 +295,7 @@ def test_create_partitions_with_too_few_assignments(broker: BrokerProcess) -> No
         39, "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified.")
 
 
-def test_refusals_carry_kafkas_message(broker_factory: Callable[..., BrokerProcess]) -> None:
+def test_refusals_carry_kafkas_message(broker_factory: Callable[..., Broker]) -> None:
     from kio.schema.create_topics.v7.request import CreatableTopic
     from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
     from kio.schema.incremental_alter_configs.v1.request import (
@@ -322,13 +322,13 @@ def test_refusals_carry_kafkas_message(broker_factory: Callable[..., BrokerProce
         (2, 29, "Topic authorization failed."), (4, 31, "Cluster authorization failed.")]
 
 
-def test_consumer_group_describe_of_a_classic_group(broker: BrokerProcess) -> None:
+def test_consumer_group_describe_of_a_classic_group(broker: Broker) -> None:
     from confluent_kafka import Consumer, TopicPartition
     from kio.schema.consumer_group_describe.v0.request import ConsumerGroupDescribeRequest
 
     topic, group = unique_topic("described"), unique_topic("classic")
-    create_topic(broker.bootstrap, topic)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "classic"})
+    create_topic(broker.bootstrap_servers, topic)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "group.protocol": "classic"})
     consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
     consumer.close()
     [described] = _ask(broker, ConsumerGroupDescribeRequest(group_ids=(group,),
@@ -336,7 +336,7 @@ def test_consumer_group_describe_of_a_classic_group(broker: BrokerProcess) -> No
     assert (described.error_code, described.error_message) == (69, f"Group {group} is not a consumer group")
 
 
-def test_find_coordinator_messages(broker_factory: Callable[..., BrokerProcess]) -> None:
+def test_find_coordinator_messages(broker_factory: Callable[..., Broker]) -> None:
     from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest as FindV3
     from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest as FindV4
 
@@ -361,7 +361,7 @@ def test_find_coordinator_messages(broker_factory: Callable[..., BrokerProcess])
     ([(0, (1, 1))], "The manual partition assignment includes the broker 1 more than once."),
     ([(0, (1,)), (2, (1,))], "partitions should be a consecutive 0-based integer sequence"),
 ], ids=["partition twice", "empty", "unknown broker", "broker twice", "gap"])
-def test_create_topics_with_bad_assignments(broker: BrokerProcess, replicas: list[tuple[int, tuple[int, ...]]],
+def test_create_topics_with_bad_assignments(broker: Broker, replicas: list[tuple[int, tuple[int, ...]]],
                                             message: str) -> None:
     from kio.schema.create_topics.v7.request import CreatableReplicaAssignment, CreatableTopic
 
@@ -371,7 +371,7 @@ def test_create_topics_with_bad_assignments(broker: BrokerProcess, replicas: lis
     assert _create_topic_raw(broker, topic) == (39, message)
 
 
-def test_create_topics_and_partitions_with_a_name_twice(broker: BrokerProcess) -> None:
+def test_create_topics_and_partitions_with_a_name_twice(broker: Broker) -> None:
     from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
     from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 
@@ -383,21 +383,21 @@ def test_create_topics_and_partitions_with_a_name_twice(broker: BrokerProcess) -
         (twice, 42, "Duplicate topic name."),
         ("__cluster_metadata", 42, "Creation of internal topic __cluster_metadata is prohibited.")]
     existing = unique_topic("grown")
-    create_topic(broker.bootstrap, existing)
+    create_topic(broker.bootstrap_servers, existing)
     grown = _ask(broker, CreatePartitionsRequest(timeout=timedelta(seconds=5), validate_only=False, topics=tuple(
         CreatePartitionsTopic(name=existing, count=count, assignments=None) for count in (2, 3)))).results
     assert [(r.name, r.error_code, r.error_message) for r in grown] == [(existing, 42, "Duplicate topic name.")]
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     listed = admin.list_topics(timeout=10).topics
     assert twice not in listed and len(listed[existing].partitions) == 1, "neither copy was acted on"
 
 
-def test_describe_producers_messages(broker_factory: Callable[..., BrokerProcess]) -> None:
+def test_describe_producers_messages(broker_factory: Callable[..., Broker]) -> None:
     from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
 
     broker = broker_factory()
     topic = unique_topic("producers")
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap_servers, topic)
     request = DescribeProducersRequest(topics=(TopicRequest(name=topic, partition_indexes=(0, 5)),
                                                TopicRequest(name="no-such-topic-here", partition_indexes=(0,)),
                                                TopicRequest(name="bad name", partition_indexes=(0,))))
@@ -412,7 +412,7 @@ def test_describe_producers_messages(broker_factory: Callable[..., BrokerProcess
     assert (denied.error_code, denied.error_message) == (29, "Topic authorization failed.")
 
 
-def test_alter_configs_of_an_empty_or_illegal_resource_name(broker: BrokerProcess) -> None:
+def test_alter_configs_of_an_empty_or_illegal_resource_name(broker: Broker) -> None:
     from kio.schema.incremental_alter_configs.v1.request import (
         AlterableConfig,
         AlterConfigsResource,
@@ -432,7 +432,7 @@ def test_alter_configs_of_an_empty_or_illegal_resource_name(broker: BrokerProces
         ("", 42, "Default group resources are not allowed.")]
 
 
-def test_consumer_group_heartbeat_with_an_invalid_epoch(broker: BrokerProcess) -> None:
+def test_consumer_group_heartbeat_with_an_invalid_epoch(broker: Broker) -> None:
     from kio.schema.consumer_group_heartbeat.v0.request import ConsumerGroupHeartbeatRequest
 
     response = _ask(broker, ConsumerGroupHeartbeatRequest(
