@@ -211,12 +211,17 @@ def test_invalid_requests() -> None:
 
 
 def test_regex_subscription_and_new_topic_bumps_the_group_epoch() -> None:
-    c, logs, _ = make()
-    first = join(c, "a", topics=(), subscribed_topic_regex="t.*")
-    assert first.assignment == {"t": frozenset(range(6))}
+    c, logs, clock = make()
+    # As Kafka's maybeUpdateRegularExpressions: a regex new to the group is resolved after the
+    # heartbeat that brought it, so that heartbeat assigns nothing; the resolution bumps the epoch.
+    joined = join(c, "a", topics=(), subscribed_topic_regex="t.*")
+    assert (joined.member_epoch, joined.assignment) == (1, {})
+    c.timers.run_due(clock.now)
+    first = beat(c, "a", 1, owned={})
+    assert first.member_epoch == 2 and first.assignment == {"t": frozenset(range(6))}
     logs.create_topic("t2", 2)
-    nxt = beat(c, "a", 1, owned=first.assignment)
-    assert nxt.member_epoch == 2 and nxt.assignment == {"t": frozenset(range(6)), "t2": frozenset({0, 1})}
+    nxt = beat(c, "a", 2, owned=first.assignment)
+    assert nxt.member_epoch == 3 and nxt.assignment == {"t": frozenset(range(6)), "t2": frozenset({0, 1})}
 
 
 def test_uniform_assignor_is_balanced_and_sticky() -> None:
