@@ -527,17 +527,18 @@ class ConsumerGroupEngine:
             self._compute_target(group)
 
     def _update_regex(self, group: ConsumerGroup, member: ConsumerMember, old_regex: str | None) -> bool:
-        """Kafka's maybeUpdateRegularExpressions: a regex the group already resolved counts at once
-        (the group epoch is bumped); a regex no other member subscribes to is resolved after this
-        heartbeat has been answered, so this answer assigns the member only its named topics; a
-        regex another member brought and that is still unresolved waits for that resolution."""
+        """Kafka's maybeUpdateRegularExpressions, True if the group epoch is to be bumped: a regex the
+        group already resolved counts at once (as does a regex dropped); a regex no other member
+        subscribes to is resolved after this heartbeat has been answered, so this answer assigns the
+        member only its named topics; a regex another member brought and that is still unresolved
+        waits for that resolution."""
         regex = member.subscribed_topic_regex
         if regex == old_regex:
             return False
         others = [m for m in group.members.values() if m is not member and m.subscribed_topic_regex == regex]
         member.regex_pending = regex is not None and (not others or others[0].regex_pending)
         if regex is None or not member.regex_pending:
-            return regex is not None
+            return True
         if not others:
             group_id = group.group_id
             self._manager.timers.schedule(("consumer-regex", group_id, regex), self._manager.now(),
@@ -633,7 +634,8 @@ class ConsumerGroupEngine:
 
     @staticmethod
     def update_member(member: ConsumerMember, request: HeartbeatRequest) -> bool:
-        """Apply the fields the heartbeat carries; True if the subscription (or assignor) changed."""
+        """Apply the fields the heartbeat carries; True if the topic names (or assignor) changed. A
+        changed regex is weighed by _update_regex."""
         bump = False
         if request.instance_id is not None:
             member.instance_id = request.instance_id
@@ -648,9 +650,7 @@ class ConsumerGroupEngine:
             bump |= names != member.subscribed_topic_names
             member.subscribed_topic_names = names
         if request.subscribed_topic_regex is not None:
-            regex = request.subscribed_topic_regex or None
-            bump |= regex != member.subscribed_topic_regex
-            member.subscribed_topic_regex = regex
+            member.subscribed_topic_regex = request.subscribed_topic_regex or None
         if request.server_assignor is not None:
             bump |= request.server_assignor != member.server_assignor
             member.server_assignor = request.server_assignor
