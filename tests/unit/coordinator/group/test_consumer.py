@@ -237,6 +237,19 @@ def test_uniform_assignor_is_balanced_and_sticky() -> None:
             assert parts <= first[member_id].get(topic, frozenset())
 
 
+def test_uniform_assignor_homogeneous_as_kafka() -> None:
+    """Kafka's UniformHomogeneousAssignmentBuilder: members keep their lowest partitions up to their
+    quota; what is left goes, in order, to the members below quota (librdkafka 0113's expectations)."""
+    members = {"c0": ConsumerMember("c0", subscribed_topic_names=("t",))}
+    first = uniform_assign(members, {"t": 6}, {})
+    members["c1"] = ConsumerMember("c1", subscribed_topic_names=("t",))
+    second = uniform_assign(members, {"t": 6}, first)
+    assert second == {"c0": {"t": frozenset({0, 1, 2})}, "c1": {"t": frozenset({3, 4, 5})}}
+    members["c2"] = ConsumerMember("c2", subscribed_topic_names=("t",))
+    third = uniform_assign(members, {"t": 6}, second)
+    assert third == {"c0": {"t": frozenset({0, 1})}, "c1": {"t": frozenset({3, 4})}, "c2": {"t": frozenset({2, 5})}}
+
+
 def test_uniform_assignor_respects_subscriptions() -> None:
     members = {"a": ConsumerMember("a", subscribed_topic_names=("t",)),
                "b": ConsumerMember("b", subscribed_topic_names=("t", "u"))}
