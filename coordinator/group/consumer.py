@@ -104,11 +104,15 @@ class ConsumerMember:
     pending_revocation: Assignment = field(default_factory=dict)
     left_static: bool = False  # a static member that sent epoch -2 and may come back
     classic: ClassicMemberMetadata | None = None  # set for a member using the classic protocol
+    # The member's regex is new to the group and not resolved yet (Kafka resolves it in a task of its
+    # own after the heartbeat): until then it brings the member no topic.
+    regex_pending: bool = False
 
     def subscribes_to(self, topic: str) -> bool:
         if topic in self.subscribed_topic_names:
             return True
-        return self.subscribed_topic_regex is not None and _regex_matches(self.subscribed_topic_regex, topic)
+        return (self.subscribed_topic_regex is not None and not self.regex_pending
+                and _regex_matches(self.subscribed_topic_regex, topic))
 
 
 def _regex_matches(pattern: str, topic: str) -> bool:
@@ -242,9 +246,56 @@ class HeartbeatResult:
 
 def uniform_assign(members: dict[str, ConsumerMember], partitions: dict[str, int],
                    previous: dict[str, Assignment]) -> dict[str, Assignment]:
-    """Kafka's UniformAssignor in spirit: balanced (counts differ by at most one among the members a
-    partition could go to) and sticky (a partition stays with its previous target owner when that
-    keeps the balance)."""
+    """Kafka's UniformAssignor: when every member subscribes to the same topics, its homogeneous
+    builder (below); otherwise balanced (counts differ by at most one among the members a partition
+    could go to) and sticky (a partition stays with its previous target owner when that keeps the
+    balance)."""
+    subscribed = {m: frozenset(t for t in partitions if member.subscribes_to(t)) for m, member in members.items()}
+    if members and len(set(subscribed.values())) == 1:
+        return _uniform_homogeneous(list(members), sorted(next(iter(subscribed.values()))), partitions, previous)
+    return _uniform_heterogeneous(members, partitions, previous)
+
+
+def _uniform_homogeneous(ids: list[str], topics: list[str], partitions: dict[str, int],
+                         previous: dict[str, Assignment]) -> dict[str, Assignment]:
+    """Kafka's UniformHomogeneousAssignmentBuilder: each member keeps its previous partitions up to
+    its quota (the lowest-numbered first), the first members in turn get the one extra partition the
+    division leaves, and the partitions nobody keeps go, in order, to the members below quota."""
+    total = sum(partitions[t] for t in topics)
+    quota, extra = divmod(total, len(ids))
+    kept: dict[str, dict[str, set[int]]] = {}
+    taken: set[tuple[str, int]] = set()
+    released: list[tuple[str, int]] = []
+    room: list[tuple[str, int]] = []
+    for member_id in ids:
+        member_quota = quota + (1 if extra > 0 else 0)
+        extra -= 1 if extra > 0 else 0
+        mine: dict[str, set[int]] = {}
+        for topic in sorted(previous.get(member_id, {})):
+            if topic not in topics:
+                continue
+            for p in sorted(p for p in previous[member_id][topic] if p < partitions[topic]):
+                if (topic, p) in taken:
+                    continue
+                taken.add((topic, p))
+                if member_quota > 0:
+                    mine.setdefault(topic, set()).add(p)
+                    member_quota -= 1
+                else:
+                    released.append((topic, p))
+        kept[member_id] = mine
+        if member_quota > 0:
+            room.append((member_id, member_quota))
+    free = [(t, p) for t in topics for p in range(partitions[t]) if (t, p) not in taken] + released
+    for member_id, member_room in room:
+        for topic, p in free[:member_room]:
+            kept[member_id].setdefault(topic, set()).add(p)
+        free = free[member_room:]
+    return {m: {t: frozenset(ps) for t, ps in assigned.items()} for m, assigned in kept.items()}
+
+
+def _uniform_heterogeneous(members: dict[str, ConsumerMember], partitions: dict[str, int],
+                           previous: dict[str, Assignment]) -> dict[str, Assignment]:
     ids = sorted(members)
     eligible = {topic: [m for m in ids if members[m].subscribes_to(topic)] for topic in partitions}
     all_partitions = [(t, p) for t in sorted(partitions) for p in range(partitions[t]) if eligible[t]]
@@ -441,7 +492,9 @@ class ConsumerGroupEngine:
             if fenced is not None:
                 return HeartbeatResult(ErrorCode.fenced_member_epoch, fenced)
         before = (member.member_epoch, dict(member.assigned), dict(member.pending_revocation))
+        old_regex = member.subscribed_topic_regex
         bump_group_epoch |= self.update_member(member, request)
+        bump_group_epoch |= self._update_regex(group, member, old_regex)
         if member.instance_id is not None:
             group.static_members[member.instance_id] = member.member_id
         self.update_and_reconcile(group, member, bump_group_epoch, request.owned)
@@ -460,6 +513,10 @@ class ConsumerGroupEngine:
                              owned: Assignment | None) -> None:
         """After a member changed: the group epoch is bumped (if asked, or if the subscribed topics
         changed), the target assignment catches up, and the member reconciles towards it."""
+        self._update_target(group, bump_group_epoch)
+        self._reconcile(group, member, owned)
+
+    def _update_target(self, group: ConsumerGroup, bump_group_epoch: bool) -> None:
         metadata = self._subscribed_metadata(group)
         if metadata != group.subscribed_metadata:
             group.subscribed_metadata = metadata
@@ -468,7 +525,39 @@ class ConsumerGroupEngine:
             group.group_epoch += 1
         if group.group_epoch > group.assignment_epoch:
             self._compute_target(group)
-        self._reconcile(group, member, owned)
+
+    def _update_regex(self, group: ConsumerGroup, member: ConsumerMember, old_regex: str | None) -> bool:
+        """Kafka's maybeUpdateRegularExpressions, True if the group epoch is to be bumped: a regex the
+        group already resolved counts at once (as does a regex dropped); a regex no other member
+        subscribes to is resolved after this heartbeat has been answered, so this answer assigns the
+        member only its named topics; a regex another member brought and that is still unresolved
+        waits for that resolution."""
+        regex = member.subscribed_topic_regex
+        if regex == old_regex:
+            return False
+        others = [m for m in group.members.values() if m is not member and m.subscribed_topic_regex == regex]
+        member.regex_pending = regex is not None and (not others or others[0].regex_pending)
+        if regex is None or not member.regex_pending:
+            return True
+        if not others:
+            group_id = group.group_id
+            self._manager.timers.schedule(("consumer-regex", group_id, regex), self._manager.now(),
+                                          lambda: self._on_regex_resolved(group_id, regex))
+        return False
+
+    def _on_regex_resolved(self, group_id: str, regex: str) -> None:
+        """Kafka's handleRegularExpressionsResult: the resolution bumps the group epoch, so the
+        members get the regex's topics with their next heartbeat."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return
+        waiting = [m for m in group.members.values() if m.regex_pending and m.subscribed_topic_regex == regex]
+        if not waiting:
+            return
+        for m in waiting:
+            m.regex_pending = False
+        self._update_target(group, True)
+        self._manager.store_consumer_group(group)
 
     def _static_member(self, group: ConsumerGroup,
                        request: HeartbeatRequest) -> ConsumerMember | HeartbeatResult | None:
@@ -545,7 +634,8 @@ class ConsumerGroupEngine:
 
     @staticmethod
     def update_member(member: ConsumerMember, request: HeartbeatRequest) -> bool:
-        """Apply the fields the heartbeat carries; True if the subscription (or assignor) changed."""
+        """Apply the fields the heartbeat carries; True if the topic names (or assignor) changed. A
+        changed regex is weighed by _update_regex."""
         bump = False
         if request.instance_id is not None:
             member.instance_id = request.instance_id
@@ -560,9 +650,7 @@ class ConsumerGroupEngine:
             bump |= names != member.subscribed_topic_names
             member.subscribed_topic_names = names
         if request.subscribed_topic_regex is not None:
-            regex = request.subscribed_topic_regex or None
-            bump |= regex != member.subscribed_topic_regex
-            member.subscribed_topic_regex = regex
+            member.subscribed_topic_regex = request.subscribed_topic_regex or None
         if request.server_assignor is not None:
             bump |= request.server_assignor != member.server_assignor
             member.server_assignor = request.server_assignor

@@ -182,7 +182,8 @@ class ConsumerGroupRecords:
             )
         regexes = {
             regex: tuple(sorted(t for t in group.subscribed_metadata if _regex_matches(regex, t)))
-            for regex in {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}
+            for regex in {m.subscribed_topic_regex for m in group.members.values()
+                          if m.subscribed_topic_regex and not m.regex_pending}
         }
         return _Written(ConsumerGroupMetadataValue(group.group_epoch, metadata_hash(group, self._logs)),
                         group.assignment_epoch, subscriptions, targets, current, regexes)

@@ -211,12 +211,17 @@ def test_invalid_requests() -> None:
 
 
 def test_regex_subscription_and_new_topic_bumps_the_group_epoch() -> None:
-    c, logs, _ = make()
-    first = join(c, "a", topics=(), subscribed_topic_regex="t.*")
-    assert first.assignment == {"t": frozenset(range(6))}
+    c, logs, clock = make()
+    # As Kafka's maybeUpdateRegularExpressions: a regex new to the group is resolved after the
+    # heartbeat that brought it, so that heartbeat assigns nothing; the resolution bumps the epoch.
+    joined = join(c, "a", topics=(), subscribed_topic_regex="t.*")
+    assert (joined.member_epoch, joined.assignment) == (1, {})
+    c.timers.run_due(clock.now)
+    first = beat(c, "a", 1, owned={})
+    assert first.member_epoch == 2 and first.assignment == {"t": frozenset(range(6))}
     logs.create_topic("t2", 2)
-    nxt = beat(c, "a", 1, owned=first.assignment)
-    assert nxt.member_epoch == 2 and nxt.assignment == {"t": frozenset(range(6)), "t2": frozenset({0, 1})}
+    nxt = beat(c, "a", 2, owned=first.assignment)
+    assert nxt.member_epoch == 3 and nxt.assignment == {"t": frozenset(range(6)), "t2": frozenset({0, 1})}
 
 
 def test_uniform_assignor_is_balanced_and_sticky() -> None:
@@ -230,6 +235,19 @@ def test_uniform_assignor_is_balanced_and_sticky() -> None:
     for member_id in ("a", "b", "c"):  # old members only lose partitions
         for topic, parts in second[member_id].items():
             assert parts <= first[member_id].get(topic, frozenset())
+
+
+def test_uniform_assignor_homogeneous_as_kafka() -> None:
+    """Kafka's UniformHomogeneousAssignmentBuilder: members keep their lowest partitions up to their
+    quota; what is left goes, in order, to the members below quota (librdkafka 0113's expectations)."""
+    members = {"c0": ConsumerMember("c0", subscribed_topic_names=("t",))}
+    first = uniform_assign(members, {"t": 6}, {})
+    members["c1"] = ConsumerMember("c1", subscribed_topic_names=("t",))
+    second = uniform_assign(members, {"t": 6}, first)
+    assert second == {"c0": {"t": frozenset({0, 1, 2})}, "c1": {"t": frozenset({3, 4, 5})}}
+    members["c2"] = ConsumerMember("c2", subscribed_topic_names=("t",))
+    third = uniform_assign(members, {"t": 6}, second)
+    assert third == {"c0": {"t": frozenset({0, 1})}, "c1": {"t": frozenset({3, 4})}, "c2": {"t": frozenset({2, 5})}}
 
 
 def test_uniform_assignor_respects_subscriptions() -> None:

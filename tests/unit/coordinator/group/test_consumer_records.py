@@ -356,6 +356,8 @@ def test_a_topic_change_while_down_rebalances_at_the_next_heartbeat() -> None:
 def test_a_regex_subscription_writes_its_resolution_and_a_tombstone_when_unused() -> None:
     c, logs, clock = make()
     join(c, "r", topics=(), subscribed_topic_regex="oth.*")
+    c.timers.run_due(clock.now)  # the regex is resolved after the heartbeat that brought it
+    c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "r", 1, owned={}))
     regexes = [(k, v) for k, v in written(logs, c) if isinstance(k, ConsumerGroupKey) and k.record_type == 16]
     assert [(k.regex, v.topics, v.timestamp) for k, v in regexes] == [  # type: ignore[union-attr]
         ("oth.*", ("other",), clock.now)]
