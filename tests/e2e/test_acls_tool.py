@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -25,6 +25,7 @@ from confluent_kafka.admin import (
 from minikafka.testing import Broker
 
 from tests.support.names import unique_topic
+from tests.support.waiting import poll_until
 
 DEADLINE_S = 30.0
 TOOL_TIMEOUT_S = 60
@@ -143,6 +144,34 @@ def test_a_deny_added_by_the_stand_in_refuses_a_producer(authorized: Broker) -> 
     producer.produce(topic, b"value", on_delivery=lambda error, _m: outcome.append(error and error.name()))
     producer.flush(DEADLINE_S)
     assert outcome == ["TOPIC_AUTHORIZATION_FAILED"]
+
+
+def test_a_read_denied_by_the_tool_is_a_fetch_authorization_error(authorized: Broker) -> None:
+    """What 0119_consumer_auth does: Describe allowed and Read denied, the consumer's fetch is refused per
+    partition (an answer librdkafka can parse: empty records, not null)."""
+    topic = unique_topic("unread")
+    bootstrap = authorized.bootstrap_servers
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic, b"value")
+    assert producer.flush(DEADLINE_S) == 0
+    assert acls(bootstrap, "--add", "--allow-principal", "User:*", "--operation", "Describe",
+                "--topic", topic).code == 0
+    assert acls(bootstrap, "--add", "--deny-principal", "User:*", "--operation", "Read", "--topic", topic).code == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    errors: list[int] = []
+
+    def refused() -> bool:
+        message = consumer.poll(0.5)
+        if message is not None:
+            assert message.error() is not None, "no record is delivered"
+            errors.append(message.error().code())
+        return KafkaError.TOPIC_AUTHORIZATION_FAILED in errors
+
+    try:
+        poll_until(refused, timeout=DEADLINE_S)
+    finally:
+        consumer.close()
 
 
 def _free_port() -> int:
