@@ -343,7 +343,10 @@ def librdkafka_version(source: Path) -> str:
 
 
 def _timeouts_text() -> str:
-    return ", ".join(f"{seconds:.0f} s for {number}" for number, seconds in sorted(ENTRY_TIMEOUTS_S.items()))
+    by_seconds: dict[float, list[str]] = {}
+    for number, seconds in sorted(ENTRY_TIMEOUTS_S.items()):
+        by_seconds.setdefault(seconds, []).append(number)
+    return "; ".join(f"{seconds:.0f} s for {' and '.join(numbers)}" for seconds, numbers in by_seconds.items())
 
 
 def markdown(results: Sequence[Result], modes: Sequence[str], source: Path, timeout: float, note: str) -> str:
