@@ -33,6 +33,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "name": ("name", "topic"),
     "topic": ("topic", "name"),
 }
+_RECORDS_TYPE = "records"
 _KEY_TYPES_OF_STR = frozenset({"string"})
 _KEY_TYPES_OF_INT = frozenset({"int32", "int64"})
 # APIs whose error response marks every requested entry even though it has a top-level error code.
@@ -116,6 +117,10 @@ def _entry(response_cls: type, request_entry: Any, code: ErrorCode, message: str
             values[f.name] = code
         elif f.name in _MESSAGE_FIELDS:
             values[f.name] = message
+        elif f.kafka_type == _RECORDS_TYPE:
+            # Kafka answers a refused Fetch partition with empty records (MemoryRecords.EMPTY); librdkafka
+            # fails the whole response on a null MessageSet ("invalid MessageSetSize -1").
+            values[f.name] = b""
     return values
 
 

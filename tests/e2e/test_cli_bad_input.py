@@ -31,6 +31,9 @@ CASES = [
     ("topics", "--bootstrap-server", "127.0.0.1:99999", "--list"),
     ("topics", "--bootstrap-server", "127.0.0.1:9092", "--create", "--topic", "t", "--partitions", "abc"),
     ("probe",),
+    ("acls", "--list"),
+    ("acls", "--bootstrap-server", "127.0.0.1:99999", "--list"),
+    ("acls", "--bootstrap-server", "127.0.0.1:9092", "--add", "--topic", "t"),
 ]
 
 

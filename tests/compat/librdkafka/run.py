@@ -27,18 +27,29 @@ from minikafka.testing import Broker
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
-KAFKA_PATH = HERE  # holds bin/kafka-topics.sh, which some entries run as $KAFKA_PATH/bin/kafka-topics.sh
+KAFKA_PATH = HERE  # holds bin/kafka-topics.sh and bin/kafka-acls.sh, which entries run under $KAFKA_PATH/bin/
 DEFAULT_MARKDOWN = REPO / "docs" / "compatibility" / "librdkafka.md"
 DEFAULT_WORK_DIR = REPO / "build" / "compat-librdkafka"
 KAFKA_VERSION = "4.2.0"
 DEFAULT_TIMEOUT_S = 300.0
+# Entries that outlive the default in full mode on a shared 2-core machine: 0081 (the Admin API, some 40
+# sub-tests each waiting on timeouts of its own) and 0113 (cooperative rebalancing, dozens of rebalances).
+ENTRY_TIMEOUTS_S = {"0081": 900.0, "0113": 900.0}
 MODES = {"classic": None, "consumer": "consumer"}  # mode -> TEST_CONSUMER_GROUP_PROTOCOL
 BROKER_START_TIMEOUT_S = 60.0
 # The suite's scenarios/default.json (topics auto-created with 4 partitions) on a broker with Kafka's defaults:
 # minikafka's group.initial.rebalance.delay.ms is 0 where Kafka's is 3000, and 0089_max_poll_interval counts
 # on the delay (without it the second consumer's join moves the partition before max.poll.interval.ms).
+# Kafka's test clusters (librdkafka's trivup) run an authorizer that allows everyone on resources without
+# ACLs: CreateAcls works (0081) and the ACL entries (0109, 0115, 0119) can deny a topic with kafka-acls.sh.
 DEFAULT_SCENARIO = {"auto.create.topics.enable": "true", "num.partitions": "4",
-                    "group.initial.rebalance.delay.ms": "3000"}
+                    "group.initial.rebalance.delay.ms": "3000",
+                    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                    "allow.everyone.if.no.acl.found": "true"}
+# The suite's scenarios (tests/scenarios/*.json) as broker properties; test-runner runs only the entries whose
+# .scenario names the one in TEST_SCENARIO, so each scenario an entry of a number needs is a run of its own.
+SCENARIOS = {"default": DEFAULT_SCENARIO,
+             "noautocreate": {**DEFAULT_SCENARIO, "auto.create.topics.enable": "false"}}
 # Entries that create topics with replication factor 3 (test_create_topic*(..., partitions, 3, ...) or
 # Test::create_topic(..., 3)) or need three brokers (0008 asks for default.replication.factor=3 and
 # acks=all over 3 brokers), found by reading the test sources; they get a 3-node broker.
@@ -153,13 +164,24 @@ def build_runner(source: Path, work_dir: Path) -> Path:
 # --- running one test number ---------------------------------------------------------------
 
 
-def _broker_config(number: str, overrides: dict[str, str]) -> tuple[dict[str, str], int]:
+def scenario_of(entry: Entry) -> str | None:
+    """The first of the entry's scenarios this runner can set a broker up for (None: none of them)."""
+    return next((name for name in entry.scenario.split(",") if name in SCENARIOS), None)
+
+
+def entry_timeout(number: str, default: float) -> float:
+    return ENTRY_TIMEOUTS_S.get(number, default)
+
+
+def _broker_config(number: str, scenario: str, overrides: dict[str, str]) -> tuple[dict[str, str], int]:
     nodes = 3 if number in THREE_NODE_ENTRIES else 1
-    return {**DEFAULT_SCENARIO, "default.replication.factor": str(nodes), **overrides}, nodes
+    return {**SCENARIOS[scenario], "default.replication.factor": str(nodes), **overrides}, nodes
 
 
-def _runner_env(number: str, bootstrap: str, mode: str, conf: Path, report: Path) -> dict[str, str]:
-    env = {**os.environ, "TESTS": number, "TEST_KAFKA_VERSION": KAFKA_VERSION, "RDKAFKA_TEST_CONF": str(conf),
+def _runner_env(number: str, scenario: str, bootstrap: str, mode: str, conf: Path,
+                report: Path) -> dict[str, str]:
+    env = {**os.environ, "TESTS": number, "TEST_SCENARIO": scenario, "TEST_KAFKA_VERSION": KAFKA_VERSION,
+           "RDKAFKA_TEST_CONF": str(conf),
            "TEST_REPORT": str(report), "KAFKA_PATH": str(KAFKA_PATH), "BROKERS": bootstrap,
            "MINIKAFKA_PYTHON": sys.executable, "LD_LIBRARY_PATH": "../src:../src-cpp"}
     env.pop("TEST_CONSUMER_GROUP_PROTOCOL", None)
@@ -222,7 +244,7 @@ def _last_sub_test(output: str) -> str:
 
 
 def _classify(entries: Sequence[Entry], mode: str, code: int | None, wall: float, output: str,
-              report: Path) -> list[Result]:
+              report: Path, scenario: str = "default") -> list[Result]:
     states = _report_states(report)
     rows = _summary_rows(output)
     failures = _failures(output)
@@ -233,7 +255,7 @@ def _classify(entries: Sequence[Entry], mode: str, code: int | None, wall: float
         if row is not None:
             state, seconds = state or row[0], seconds or row[1]
         detail = row[2] if row else ""
-        if "default" not in entry.scenario.split(","):
+        if scenario not in entry.scenario.split(","):
             results.append(Result(mode, entry.name, "skip", 0.0, cause=f"needs scenario {entry.scenario}"))
         elif code is None and state in ("", "RUNNING", "NOT_STARTED"):
             results.append(Result(mode, entry.name, "timeout", round(wall, 1), _last_sub_test(output),
@@ -258,21 +280,36 @@ def _classify(entries: Sequence[Entry], mode: str, code: int | None, wall: float
 
 def run_number(runner: Path, number: str, entries: Sequence[Entry], mode: str, work_dir: Path,
                timeout: float, overrides: dict[str, str]) -> list[Result]:
-    run_dir = work_dir / mode / number
+    """The number's entries, one test-runner run per scenario they need."""
+    by_scenario: dict[str | None, list[Entry]] = {}
+    for entry in entries:
+        by_scenario.setdefault(scenario_of(entry), []).append(entry)
+    results = [Result(mode, e.name, "skip", 0.0, cause=f"needs scenario {e.scenario}")
+               for e in by_scenario.pop(None, [])]
+    for scenario, chosen in by_scenario.items():
+        assert scenario is not None
+        results += _run_scenario(runner, number, scenario, chosen, mode, work_dir, timeout, overrides)
+    order = {entry.name: index for index, entry in enumerate(entries)}
+    return sorted(results, key=lambda r: order[r.entry])
+
+
+def _run_scenario(runner: Path, number: str, scenario: str, entries: Sequence[Entry], mode: str,
+                  work_dir: Path, timeout: float, overrides: dict[str, str]) -> list[Result]:
+    run_dir = work_dir / mode / (number if scenario == "default" else f"{number}-{scenario}")
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
-    config, nodes = _broker_config(number, overrides)
+    config, nodes = _broker_config(number, scenario, overrides)
     with Broker(config, mode="process", nodes=nodes, data_dir=run_dir / "data", log_file=run_dir / "broker.log",
                 timeout=BROKER_START_TIMEOUT_S) as broker:
         conf = run_dir / "test.conf"
         conf.write_text(f"metadata.broker.list={broker.bootstrap_servers}\n"
                         f"test.timeout.multiplier={TIMEOUT_MULTIPLIER}\n")
         report = run_dir / "report.json"
-        env = _runner_env(number, broker.bootstrap_servers, mode, conf, report)
+        env = _runner_env(number, scenario, broker.bootstrap_servers, mode, conf, report)
         log = run_dir / "test-runner.log"
         code, wall = _run_process([str(runner), "-p1", "-E", "-L"], runner.parent, env, log, timeout)
     output = ANSI.sub("", log.read_text(errors="replace"))
-    results = _classify(entries, mode, code, wall, output, report)
+    results = _classify(entries, mode, code, wall, output, report, scenario)
     shutil.rmtree(run_dir / "data", ignore_errors=True)
     return results
 
@@ -305,14 +342,24 @@ def librdkafka_version(source: Path) -> str:
     return f"v{value >> 24}.{(value >> 16) & 0xFF}.{(value >> 8) & 0xFF}"
 
 
+def _timeouts_text() -> str:
+    by_seconds: dict[float, list[str]] = {}
+    for number, seconds in sorted(ENTRY_TIMEOUTS_S.items()):
+        by_seconds.setdefault(seconds, []).append(number)
+    return "; ".join(f"{seconds:.0f} s for {' and '.join(numbers)}" for seconds, numbers in by_seconds.items())
+
+
 def markdown(results: Sequence[Result], modes: Sequence[str], source: Path, timeout: float, note: str) -> str:
     lines = ["# librdkafka's integration suite against minikafka", "",
              "Generated by `make compat-librdkafka` (tests/compat/librdkafka/run.py) with the tests/test-runner "
              f"of librdkafka {librdkafka_version(source)}: `test-runner -p1 -E -L` with `TESTS=<number>`, "
-             f"`TEST_KAFKA_VERSION={KAFKA_VERSION}`, full mode (not `-Q`), one process per test number under a "
-             f"{timeout:.0f} s timeout, each against a fresh broker (`auto.create.topics.enable=true`, "
-             f"`num.partitions=4`, `group.initial.rebalance.delay.ms=3000` as in Kafka; 3 nodes for "
-             f"{', '.join(sorted(THREE_NODE_ENTRIES))}), "
+             f"`TEST_KAFKA_VERSION={KAFKA_VERSION}`, full mode (not `-Q`), one process per test number and "
+             f"scenario under a {timeout:.0f} s timeout ({_timeouts_text()}), each against a fresh broker "
+             "(`auto.create.topics.enable=true`, `num.partitions=4`, `group.initial.rebalance.delay.ms=3000` as "
+             "in Kafka, and the authorizer of Kafka's test clusters: `authorizer.class.name=org.apache.kafka."
+             "metadata.authorizer.StandardAuthorizer` with `allow.everyone.if.no.acl.found=true`; "
+             "the entries of the suite's noautocreate scenario run with `TEST_SCENARIO=noautocreate` against "
+             f"`auto.create.topics.enable=false`; 3 nodes for {', '.join(sorted(THREE_NODE_ENTRIES))}), "
              f"`test.timeout.multiplier={TIMEOUT_MULTIPLIER}`. The classic mode runs the consumer group "
              "tests with `group.protocol=classic`, the consumer mode with `TEST_CONSUMER_GROUP_PROTOCOL=consumer` "
              "(KIP-848).", ""]
@@ -357,6 +404,16 @@ def _selected(entries: Sequence[Entry], wanted: str | None) -> list[tuple[str, l
     return [(n, by_number[n]) for n in numbers]
 
 
+def _in_scenarios(entries: Sequence[Entry], wanted: str | None) -> list[Entry]:
+    if not wanted:
+        return list(entries)
+    names = {n.strip() for n in wanted.split(",") if n.strip()}
+    unknown = names - set(SCENARIOS)
+    if unknown:
+        raise CompatError(f"--scenarios takes {', '.join(SCENARIOS)}, not {', '.join(sorted(unknown))}")
+    return [e for e in entries if scenario_of(e) in names]
+
+
 def _load(paths: Sequence[Path]) -> list[Result]:
     """The results of several runs; a later file's row for the same mode and entry replaces an earlier one."""
     results: dict[tuple[str, str], Result] = {}
@@ -382,7 +439,8 @@ def run_all(runner: Path, selection: Sequence[tuple[str, list[Entry]]], modes: S
             if args.budget is not None and time.monotonic() - started > args.budget:
                 print(f"{mode}: --budget spent, {number} and later not run", flush=True)
                 break
-            done = run_number(runner, number, entries, mode, args.work_dir, args.timeout, args.override)
+            done = run_number(runner, number, entries, mode, args.work_dir, entry_timeout(number, args.timeout),
+                              args.override)
             results += done
             for result in done:
                 print(f"{mode:9} {result.entry:52} {result.result:8} {result.seconds:7.1f}s {result.cause[:100]}",
@@ -405,7 +463,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="the librdkafka source tree (default: $LIBRDKAFKA_SRC)")
     parser.add_argument("--modes", default=",".join(MODES), help="classic, consumer or both (comma-separated)")
     parser.add_argument("--tests", help="only these test numbers, comma-separated (e.g. 0001,0103)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per test number")
+    parser.add_argument("--scenarios", help=f"only the entries run in these scenarios ({', '.join(SCENARIOS)}; "
+                                            "comma-separated; default: all)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                        help=f"seconds per test number and scenario (the entries of ENTRY_TIMEOUTS_S excepted: "
+                             f"{_timeouts_text()})")
     parser.add_argument("--markdown", type=Path, default=DEFAULT_MARKDOWN, help="the results page")
     parser.add_argument("--json", type=Path, help="the results as JSON (default: the page's path with .json)")
     parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR, help="logs, one directory per run")
@@ -450,7 +512,7 @@ def main(argv: Sequence[str]) -> int:
             runner = build_runner(source, args.work_dir)
         elif not runner.exists():
             raise CompatError(f"--no-build but there is no {runner}")
-        selection = _selected(broker_entries(read_entries(source)), args.tests)
+        selection = _selected(_in_scenarios(broker_entries(read_entries(source)), args.scenarios), args.tests)
         results = run_all(runner, selection, modes, args)
         write_results(results, modes, source, args.timeout, args.note, args.markdown, json_path)
         for mode in modes:

@@ -10,10 +10,13 @@ from tests.compat.librdkafka.run import (
     Entry,
     Result,
     _classify,
+    _in_scenarios,
     _load,
     broker_entries,
+    entry_timeout,
     markdown,
     read_entries,
+    scenario_of,
     write_results,
 )
 
@@ -85,6 +88,24 @@ def test_report_states_scenarios_and_timeouts(tmp_path: Path) -> None:
                             tmp_path / "absent.json")
     assert timed_out == Result("classic", "0001_multiobj", "timeout", 240.0, "do_test:12: many handles",
                                "killed after the per-entry timeout")
+
+
+def test_each_entry_runs_in_a_scenario_it_names(tmp_path: Path) -> None:
+    remove = Entry("0045_subscribe_update_topic_remove", "0", "noautocreate")
+    entries = [Entry("0045_subscribe_update", "0", "default"), remove,
+               Entry("0103_transactions", "0", "default,ak23"), Entry("9999_old", "0", "ak23")]
+    assert [scenario_of(e) for e in entries] == ["default", "noautocreate", "default", None]
+    assert _in_scenarios(entries, "noautocreate") == [remove]
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"tests": {"0045_subscribe_update_topic_remove": {"state": "PASSED",
+                                                                                  "duration": 25.04}}}))
+    assert _classify([remove], "classic", 0, 26.0, "", report, "noautocreate") == [
+        Result("classic", "0045_subscribe_update_topic_remove", "pass", 25.0)]
+
+
+def test_slow_entries_get_a_timeout_of_their_own() -> None:
+    assert entry_timeout("0081", 300.0) == 900.0
+    assert entry_timeout("0001", 300.0) == 300.0
 
 
 def test_markdown_counts_each_mode_and_escapes_cells() -> None:

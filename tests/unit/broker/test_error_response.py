@@ -94,6 +94,7 @@ def test_entries_mirror_the_request() -> None:
     assert response.error_code == E
     [entry] = response.responses[0].partitions
     assert entry.partition_index == 7 and entry.error_code == E
+    assert entry.records == b""  # never null: librdkafka rejects a null MessageSet
 
 
 def test_top_level_error_alone_where_the_schema_has_one() -> None:
