@@ -37,7 +37,7 @@ FINALIZED_FEATURES_EPOCH = 0
 # feature was introduced by KIP-778 in 3.3; releases before it report no features at all.
 METADATA_VERSION_LEVELS: dict[str, tuple[int, int]] = {
     "3.3": (1, 7), "3.4": (1, 8), "3.5": (1, 11), "3.6": (1, 14), "3.7": (1, 19), "3.8": (1, 20),
-    "3.9": (1, 21), "4.0": (7, 25), "4.1": (7, 27),
+    "3.9": (1, 21), "4.0": (7, 25), "4.1": (7, 27), "4.2": (7, 28),
 }
 
 
