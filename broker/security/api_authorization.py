@@ -126,6 +126,19 @@ def _topics(operation: Operation, *, or_cluster: bool = False) -> Check:
     return check
 
 
+async def _subscribed_topics(ctx: Any, authorizer: Authorizer, request: Any, handle: Handle) -> Any:
+    """ConsumerGroupHeartbeat: one subscribed topic the member may not DESCRIBE fails the whole heartbeat
+    (KafkaApis.handleConsumerGroupHeartbeat), so a member never learns partitions of a topic it cannot see.
+    A heartbeat that leaves the subscription unchanged carries no names and is not checked."""
+    names = request.subscribed_topic_names or ()
+    refused = sorted({name for name in names
+                      if not authorizer.authorize(ctx.session, Operation.DESCRIBE, ResourceType.TOPIC, name)})
+    if not refused:
+        return await handle(ctx, request)
+    ctx.log.info("subscribed topics not authorized", principal=str(ctx.session.principal), topics=refused)
+    return _denied(request, _TOPIC_DENIED)
+
+
 def _names_in(field: str, operation: Operation) -> Check:
     """DeleteTopics v0-5: topics as a plain list of names."""
     async def check(ctx: Any, authorizer: Authorizer, request: Any, handle: Handle) -> Any:
@@ -300,7 +313,7 @@ CHECKS: dict[int, Check] = {
     ApiKey.SYNC_GROUP: _groups(Operation.READ),
     ApiKey.HEARTBEAT: _groups(Operation.READ),
     ApiKey.LEAVE_GROUP: _groups(Operation.READ),
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: _groups(Operation.READ),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _all(_groups(Operation.READ), _subscribed_topics),
     ApiKey.OFFSET_COMMIT: _all(_groups(Operation.READ), _topics(Operation.READ)),
     ApiKey.OFFSET_FETCH: _all(_groups(Operation.DESCRIBE), _topics(Operation.DESCRIBE)),
     ApiKey.OFFSET_DELETE: _all(_groups(Operation.DELETE), _topics(Operation.READ)),
