@@ -1,0 +1,701 @@
+"""Protobuf as a schema registry format: .proto parsing, Confluent's canonical forms and its compatibility rules.
+
+The text is parsed by ``proto-schema-parser`` (an ANTLR grammar of the .proto language, no protoc) with
+its error recovery turned off, then checked as protoc would check it where it matters to the registry:
+the syntax, field numbers (range, reserved, duplicates), names, ``required`` only in proto2, map keys, and
+every type name resolved through the file's scopes and its imports. Imports come from the references
+(import path -> schema text), or are the files Confluent ships built in: Google's well-known types
+(``google/protobuf/*.proto``), ``google/type/*.proto``, ``confluent/meta.proto`` and
+``confluent/type/decimal.proto``.
+
+Compatibility follows Confluent's Protobuf rules (docs.confluent.io "Schema Evolution and Compatibility",
+https://yokota.blog/2021/08/26/understanding-protobuf-compatibility/): the old schema is the writer, the new
+one the reader; messages are matched by name and fields by number; each difference has one of Confluent's
+types, and only those Confluent counts as incompatible are reported (``MESSAGE_REMOVED``,
+``FIELD_KIND_CHANGED``, ``FIELD_SCALAR_KIND_CHANGED``, ``FIELD_NAMED_TYPE_CHANGED``,
+``FIELD_NUMERIC_LABEL_CHANGED``, ``REQUIRED_FIELD_ADDED``, ``REQUIRED_FIELD_REMOVED``,
+``ONEOF_FIELD_REMOVED``, ``MULTIPLE_FIELDS_MOVED_TO_ONEOF``, ``FIELD_MOVED_TO_EXISTING_ONEOF``). Scalars
+whose wire encodings agree stay compatible: int32/int64/uint32/uint64/bool (and enums), sint32/sint64,
+fixed32/sfixed32, fixed64/sfixed64, string/bytes.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from antlr4.error.ErrorListener import ErrorListener
+from minikafka.coordinator.schemas.errors import InvalidSchema
+from proto_schema_parser import ast
+from proto_schema_parser.parser import Parser
+
+MAX_FIELD_NUMBER = 536_870_911
+_RESERVED_BY_PROTOBUF = range(19_000, 20_000)
+
+# Imports deeper than this are refused (a chain of references importing each other).
+MAX_IMPORT_DEPTH = 32
+
+_SCALAR_ENCODINGS = {
+    "int32": "varint", "int64": "varint", "uint32": "varint", "uint64": "varint", "bool": "varint",
+    "sint32": "zigzag", "sint64": "zigzag", "fixed32": "fixed32", "sfixed32": "fixed32",
+    "fixed64": "fixed64", "sfixed64": "fixed64", "float": "float", "double": "double",
+    "string": "length", "bytes": "length",
+}
+_MAP_KEYS = frozenset(_SCALAR_ENCODINGS) - {"float", "double", "bytes"}
+
+# Confluent's difference types that keep a reader on the new schema able to read data of the old one.
+COMPATIBLE_CHANGES = frozenset({
+    "PACKAGE_CHANGED", "SYNTAX_CHANGED", "MESSAGE_ADDED", "MESSAGE_MOVED", "ENUM_ADDED", "ENUM_REMOVED",
+    "ENUM_CONST_ADDED", "ENUM_CONST_CHANGED", "ENUM_CONST_REMOVED", "FIELD_ADDED", "FIELD_REMOVED",
+    "FIELD_NAME_CHANGED", "FIELD_STRING_OR_BYTES_LABEL_CHANGED", "ONEOF_ADDED", "ONEOF_REMOVED",
+    "ONEOF_FIELD_ADDED",
+})
+
+_DESCRIPTIONS = {
+    "MESSAGE_REMOVED": "The new schema is missing the message at path '{path}' of the old schema",
+    "FIELD_KIND_CHANGED": "The kind (scalar, enum, message, map) of the field at path '{path}' changed",
+    "FIELD_SCALAR_KIND_CHANGED": "The scalar type of the field at path '{path}' changed to an incompatible one",
+    "FIELD_NAMED_TYPE_CHANGED": "The message or enum type of the field at path '{path}' changed",
+    "FIELD_NUMERIC_LABEL_CHANGED": "The field at path '{path}' of a numeric type changed between repeated and not",
+    "REQUIRED_FIELD_ADDED": "The new schema requires the field at path '{path}'",
+    "REQUIRED_FIELD_REMOVED": "The new schema removed or relaxed the required field at path '{path}'",
+    "ONEOF_FIELD_REMOVED": "The field at path '{path}' left its oneof",
+    "MULTIPLE_FIELDS_MOVED_TO_ONEOF": "Several existing fields moved into the new oneof at path '{path}'",
+    "FIELD_MOVED_TO_EXISTING_ONEOF": "The existing field at path '{path}' moved into an existing oneof",
+}
+
+_WELL_KNOWN = "google.protobuf"
+# Files Confluent resolves without a reference: path -> (package, the types they define).
+BUILTIN_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "google/protobuf/any.proto": (_WELL_KNOWN, ("Any",)),
+    "google/protobuf/api.proto": (_WELL_KNOWN, ("Api", "Method", "Mixin")),
+    "google/protobuf/descriptor.proto": (_WELL_KNOWN, (
+        "Edition", "SymbolVisibility", "FileDescriptorSet", "FileDescriptorProto", "DescriptorProto",
+        "DescriptorProto.ExtensionRange", "DescriptorProto.ReservedRange", "ExtensionRangeOptions",
+        "ExtensionRangeOptions.VerificationState", "ExtensionRangeOptions.Declaration", "FieldDescriptorProto",
+        "FieldDescriptorProto.Type", "FieldDescriptorProto.Label", "OneofDescriptorProto", "EnumDescriptorProto",
+        "EnumDescriptorProto.EnumReservedRange", "EnumValueDescriptorProto", "ServiceDescriptorProto",
+        "MethodDescriptorProto", "FileOptions", "FileOptions.OptimizeMode", "MessageOptions", "FieldOptions",
+        "FieldOptions.CType", "FieldOptions.JSType", "FieldOptions.OptionRetention",
+        "FieldOptions.OptionTargetType", "FieldOptions.EditionDefault", "FieldOptions.FeatureSupport",
+        "OneofOptions", "EnumOptions", "EnumValueOptions", "ServiceOptions", "MethodOptions",
+        "MethodOptions.IdempotencyLevel", "UninterpretedOption", "UninterpretedOption.NamePart", "FeatureSet",
+        "FeatureSetDefaults", "SourceCodeInfo", "SourceCodeInfo.Location", "GeneratedCodeInfo",
+        "GeneratedCodeInfo.Annotation")),
+    "google/protobuf/duration.proto": (_WELL_KNOWN, ("Duration",)),
+    "google/protobuf/empty.proto": (_WELL_KNOWN, ("Empty",)),
+    "google/protobuf/field_mask.proto": (_WELL_KNOWN, ("FieldMask",)),
+    "google/protobuf/source_context.proto": (_WELL_KNOWN, ("SourceContext",)),
+    "google/protobuf/struct.proto": (_WELL_KNOWN, ("NullValue", "Struct", "Value", "ListValue")),
+    "google/protobuf/timestamp.proto": (_WELL_KNOWN, ("Timestamp",)),
+    "google/protobuf/type.proto": (_WELL_KNOWN, (
+        "Syntax", "Type", "Field", "Field.Kind", "Field.Cardinality", "Enum", "EnumValue", "Option")),
+    "google/protobuf/wrappers.proto": (_WELL_KNOWN, (
+        "DoubleValue", "FloatValue", "Int64Value", "UInt64Value", "Int32Value", "UInt32Value", "BoolValue",
+        "StringValue", "BytesValue")),
+    "google/type/calendar_period.proto": ("google.type", ("CalendarPeriod",)),
+    "google/type/color.proto": ("google.type", ("Color",)),
+    "google/type/date.proto": ("google.type", ("Date",)),
+    "google/type/datetime.proto": ("google.type", ("DateTime", "TimeZone")),
+    "google/type/dayofweek.proto": ("google.type", ("DayOfWeek",)),
+    "google/type/decimal.proto": ("google.type", ("Decimal",)),
+    "google/type/expr.proto": ("google.type", ("Expr",)),
+    "google/type/fraction.proto": ("google.type", ("Fraction",)),
+    "google/type/interval.proto": ("google.type", ("Interval",)),
+    "google/type/latlng.proto": ("google.type", ("LatLng",)),
+    "google/type/localized_text.proto": ("google.type", ("LocalizedText",)),
+    "google/type/money.proto": ("google.type", ("Money",)),
+    "google/type/month.proto": ("google.type", ("Month",)),
+    "google/type/phone_number.proto": ("google.type", ("PhoneNumber", "PhoneNumber.ShortCode")),
+    "google/type/postal_address.proto": ("google.type", ("PostalAddress",)),
+    "google/type/quaternion.proto": ("google.type", ("Quaternion",)),
+    "google/type/timeofday.proto": ("google.type", ("TimeOfDay",)),
+    "confluent/meta.proto": ("confluent", ("Meta",)),
+    "confluent/type/decimal.proto": ("confluent.type", ("Decimal",)),
+}
+# Enums among the built-in types (the others are messages).
+_BUILTIN_ENUMS = frozenset({
+    "google.protobuf.Edition", "google.protobuf.SymbolVisibility", "google.protobuf.NullValue",
+    "google.protobuf.Syntax", "google.protobuf.Field.Kind", "google.protobuf.Field.Cardinality",
+    "google.protobuf.FieldDescriptorProto.Type", "google.protobuf.FieldDescriptorProto.Label",
+    "google.protobuf.FileOptions.OptimizeMode", "google.protobuf.FieldOptions.CType",
+    "google.protobuf.FieldOptions.JSType", "google.protobuf.FieldOptions.OptionRetention",
+    "google.protobuf.FieldOptions.OptionTargetType", "google.protobuf.MethodOptions.IdempotencyLevel",
+    "google.protobuf.ExtensionRangeOptions.VerificationState", "google.type.CalendarPeriod",
+    "google.type.DayOfWeek", "google.type.Month",
+})
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One difference between an old (writer's) and a new (reader's) schema, by Confluent's type."""
+
+    kind: str
+    path: str
+
+    @property
+    def compatible(self) -> bool:
+        return self.kind in COMPATIBLE_CHANGES
+
+    def message(self) -> str:
+        template = _DESCRIPTIONS.get(self.kind, "The new schema changed at path '{path}' ({kind})")
+        return f"{{errorType:'{self.kind}', description:'{template.format(path=self.path, kind=self.kind)}'}}"
+
+
+@dataclass(frozen=True)
+class FieldModel:
+    """A message field as compatibility sees it: its type resolved to a full name (``.pkg.Msg``) or a scalar."""
+
+    name: str
+    number: int
+    kind: str  # "scalar", "enum", "message" or "map"
+    type: str  # the scalar's name, the full name of the enum or message, or "map<key,value>"
+    label: str  # "", "optional", "required" or "repeated"
+    oneof: str | None
+    key_type: str = ""
+    value_kind: str = ""
+
+
+@dataclass
+class MessageModel:
+    fields: dict[int, FieldModel] = field(default_factory=dict)
+    oneofs: dict[str, set[int]] = field(default_factory=dict)
+
+
+@dataclass
+class FileModel:
+    """What of a .proto file compatibility compares: names relative to the package."""
+
+    syntax: str
+    package: str
+    messages: dict[str, MessageModel] = field(default_factory=dict)
+    enums: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+class ProtobufSchema:
+    """A parsed .proto file: its canonical and normalized texts and its compatibility against an older one."""
+
+    def __init__(self, model: FileModel, canonical: str, normalized: str) -> None:
+        self.model = model
+        self.canonical = canonical
+        self._normalized = normalized
+
+    def normalized(self) -> str:
+        """Confluent's ``normalize=true`` form: imports and options sorted, type names fully qualified."""
+        return self._normalized
+
+    def differences(self, old: ProtobufSchema) -> list[Difference]:
+        """Every difference from ``old`` (the writer's schema) to this one (the reader's)."""
+        return _compare_files(old.model, self.model)
+
+    def incompatibilities(self, old: Any) -> list[str]:
+        """Confluent's messages for the changes that stop this schema reading data written with ``old``."""
+        if not isinstance(old, ProtobufSchema):
+            return [f"{{errorType:'SYNTAX_CHANGED', description:'The old schema is not a Protobuf schema: {old!r}'}}"]
+        return [difference.message() for difference in self.differences(old) if not difference.compatible]
+
+    def __repr__(self) -> str:
+        return f"ProtobufSchema({self.canonical[:80]!r})"
+
+
+class ProtobufFormat:
+    """The registry's ``PROTOBUF`` schema type."""
+
+    name = "PROTOBUF"
+
+    def parse(self, text: str, references: Mapping[str, str]) -> ProtobufSchema:
+        try:
+            return _parse_schema(text, references)
+        except InvalidSchema:
+            raise
+        except (RecursionError, MemoryError) as error:
+            raise InvalidSchema(f"Invalid Protobuf schema: too deeply nested ({type(error).__name__})") from error
+        except Exception as error:
+            # The ANTLR runtime and the AST builder raise many kinds of errors on strange input.
+            raise InvalidSchema(f"Invalid Protobuf schema: {type(error).__name__}: {error}") from error
+
+
+PROTOBUF_FORMAT = ProtobufFormat()
+
+
+class _RaisingErrorListener(ErrorListener):
+    """Turns the first lexer or parser error into InvalidSchema instead of ANTLR's recovery and stderr print."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def syntaxError(self, recognizer: Any, offendingSymbol: Any, line: int, column: int, msg: str,
+                    e: Any) -> None:
+        raise InvalidSchema(f"Invalid Protobuf schema in {self.what}: line {line}:{column} {msg}")
+
+
+def _syntax_tree(text: str, what: str) -> ast.File:
+    if not isinstance(text, str):
+        raise InvalidSchema(f"Invalid Protobuf schema in {what}: the schema must be a string")
+    if not text.strip():
+        raise InvalidSchema(f"Invalid Protobuf schema in {what}: the schema is empty")
+    listener = _RaisingErrorListener(what)
+
+    def strict(recognizer: Any) -> None:
+        recognizer.removeErrorListeners()
+        recognizer.addErrorListener(listener)
+
+    return Parser(setup_lexer=strict, setup_parser=strict).parse(text)
+
+
+# Building the model: scopes, type resolution and protoc's checks.
+
+
+@dataclass
+class _File:
+    tree: ast.File
+    package: str
+    symbols: dict[str, str]  # full name without the leading dot -> "message" or "enum"
+
+
+@dataclass
+class _Loader:
+    references: Mapping[str, str]
+    loaded: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def symbols_of(self, path: str, depth: int, loading: tuple[str, ...]) -> dict[str, str]:
+        """Every type a file and its imports define, by full name."""
+        if path in self.loaded:
+            return self.loaded[path]
+        if path in loading:
+            raise InvalidSchema(f"Invalid Protobuf schema: import cycle through {path!r}")
+        if path in self.references:
+            tree = _syntax_tree(self.references[path], f"reference {path!r}")
+            file = _local_file(tree, f"reference {path!r}")
+            symbols = dict(file.symbols)
+            for imported in _imports(tree):
+                symbols.update(self.imported_symbols(imported, depth + 1, (*loading, path)))
+        elif path in BUILTIN_FILES:
+            package, names = BUILTIN_FILES[path]
+            symbols = {f"{package}.{name}": "enum" if f"{package}.{name}" in _BUILTIN_ENUMS else "message"
+                       for name in names}
+        else:
+            raise InvalidSchema(f"Invalid Protobuf schema: import {path!r} is neither a reference nor built in")
+        self.loaded[path] = symbols
+        return symbols
+
+    def imported_symbols(self, path: str, depth: int, loading: tuple[str, ...]) -> dict[str, str]:
+        if depth > MAX_IMPORT_DEPTH:
+            raise InvalidSchema(f"Invalid Protobuf schema: imports nested deeper than {MAX_IMPORT_DEPTH}")
+        return self.symbols_of(path, depth, loading)
+
+
+def _imports(tree: ast.File) -> list[str]:
+    return [element.name for element in tree.file_elements if isinstance(element, ast.Import)]
+
+
+def _local_file(tree: ast.File, what: str) -> _File:
+    syntax = tree.syntax
+    if syntax is not None and syntax not in ("proto2", "proto3"):
+        raise InvalidSchema(f"Invalid Protobuf schema in {what}: unknown syntax {syntax!r}")
+    packages = [element.name for element in tree.file_elements if isinstance(element, ast.Package)]
+    if len(packages) > 1:
+        raise InvalidSchema(f"Invalid Protobuf schema in {what}: more than one package statement")
+    package = packages[0] if packages else ""
+    symbols: dict[str, str] = {}
+    prefix = f"{package}." if package else ""
+    _collect_symbols(tree.file_elements, prefix, symbols, what)
+    return _File(tree, package, symbols)
+
+
+def _collect_symbols(elements: Iterable[Any], prefix: str, symbols: dict[str, str], what: str) -> None:
+    for element in elements:
+        if isinstance(element, ast.Message | ast.Group):
+            name = element.name
+            _define(symbols, prefix + name, "message", what)
+            _collect_symbols(element.elements, f"{prefix}{name}.", symbols, what)
+        elif isinstance(element, ast.Enum):
+            _define(symbols, prefix + element.name, "enum", what)
+        elif isinstance(element, ast.OneOf):
+            _collect_symbols(element.elements, prefix, symbols, what)
+
+
+def _define(symbols: dict[str, str], full_name: str, kind: str, what: str) -> None:
+    if full_name in symbols:
+        raise InvalidSchema(f"Invalid Protobuf schema in {what}: {full_name!r} is already defined")
+    symbols[full_name] = kind
+
+
+def _resolve(type_name: str, scope: str, symbols: Mapping[str, str], what: str) -> tuple[str, str]:
+    """A type name as written in ``scope`` -> its full name and kind, by protobuf's scoping rules."""
+    if type_name.startswith("."):
+        if type_name[1:] in symbols:
+            return type_name[1:], symbols[type_name[1:]]
+    else:
+        parts = scope.split(".") if scope else []
+        for end in range(len(parts), -1, -1):
+            candidate = ".".join([*parts[:end], type_name])
+            if candidate in symbols:
+                return candidate, symbols[candidate]
+    raise InvalidSchema(f"Invalid Protobuf schema in {what}: type {type_name!r} is not defined (in {scope or 'file'})")
+
+
+def _parse_schema(text: str, references: Mapping[str, str]) -> ProtobufSchema:
+    tree = _syntax_tree(text, "the schema")
+    local = _local_file(tree, "the schema")
+    loader = _Loader(references)
+    symbols = dict(local.symbols)
+    for imported in _imports(tree):
+        symbols.update(loader.imported_symbols(imported, 1, ()))
+    qualified = copy.deepcopy(tree)
+    model = FileModel(syntax=tree.syntax or "proto2", package=local.package)
+    prefix = f"{local.package}." if local.package else ""
+    _build(qualified.file_elements, local.package, prefix, "", model, symbols, "the schema")
+    return ProtobufSchema(model, _print_file(tree, normalize=False), _print_file(qualified, normalize=True))
+
+
+def _build(elements: list[Any], scope: str, prefix: str, relative: str, model: FileModel,
+           symbols: Mapping[str, str], what: str) -> None:
+    """Fills ``model`` from the elements of a file or message, qualifying their type names in place."""
+    for element in elements:
+        if isinstance(element, ast.Message | ast.Group):
+            name = f"{relative}{element.name}"
+            inner_scope = f"{scope}.{element.name}" if scope else element.name
+            model.messages[name] = _message_model(element, inner_scope, model.syntax, symbols, what)
+            _build(element.elements, inner_scope, prefix, f"{name}.", model, symbols, what)
+        elif isinstance(element, ast.Enum):
+            model.enums[f"{relative}{element.name}"] = _enum_model(element, model.syntax, what)
+        elif isinstance(element, ast.OneOf):
+            groups = [member for member in element.elements if isinstance(member, ast.Group)]
+            _build(groups, scope, prefix, relative, model, symbols, what)
+        elif isinstance(element, ast.Extension):
+            for extension_field in element.elements:
+                if isinstance(extension_field, ast.Field):
+                    _qualify_field(extension_field, scope, symbols, what)
+        elif isinstance(element, ast.Service):
+            for method in element.elements:
+                if isinstance(method, ast.Method):
+                    for message_type in (method.input_type, method.output_type):
+                        full, _ = _resolve(message_type.type, scope, symbols, what)
+                        message_type.type = f".{full}"
+
+
+def _qualify_field(field_element: ast.Field, scope: str, symbols: Mapping[str, str], what: str) -> tuple[str, str]:
+    if field_element.type in _SCALAR_ENCODINGS:
+        return field_element.type, "scalar"
+    full, kind = _resolve(field_element.type, scope, symbols, what)
+    field_element.type = f".{full}"
+    return field_element.type, kind
+
+
+def _fields_of(message: ast.Message | ast.Group) -> Iterator[tuple[Any, str | None]]:
+    for element in message.elements:
+        if isinstance(element, ast.OneOf):
+            yield from ((member, element.name) for member in element.elements
+                        if isinstance(member, ast.Field | ast.Group))
+        elif isinstance(element, ast.Field | ast.MapField | ast.Group):
+            yield element, None
+
+
+def _message_model(message: ast.Message | ast.Group, scope: str, syntax: str, symbols: Mapping[str, str],
+                   what: str) -> MessageModel:
+    model = MessageModel()
+    reserved_numbers, reserved_names = _reserved(message.elements, what)
+    names: set[str] = set()
+    for element, oneof in _fields_of(message):
+        where = f"{what}, field {scope}.{element.name}"
+        _check_number(element.number, reserved_numbers, where)
+        if element.number in model.fields:
+            raise InvalidSchema(f"Invalid Protobuf schema in {where}: number {element.number} is already used")
+        if element.name in names or element.name in reserved_names:
+            raise InvalidSchema(f"Invalid Protobuf schema in {where}: the name is already used or reserved")
+        names.add(element.name)
+        model.fields[element.number] = _field_model(element, oneof, scope, syntax, symbols, where)
+        if oneof is not None:
+            model.oneofs.setdefault(oneof, set()).add(element.number)
+    return model
+
+
+def _field_model(element: Any, oneof: str | None, scope: str, syntax: str, symbols: Mapping[str, str],
+                 where: str) -> FieldModel:
+    if isinstance(element, ast.MapField):
+        if element.key_type not in _MAP_KEYS:
+            raise InvalidSchema(f"Invalid Protobuf schema in {where}: map keys cannot be {element.key_type!r}")
+        value = ast.Field(name=element.name, number=element.number, type=element.value_type)
+        value_type, value_kind = _qualify_field(value, scope, symbols, where)
+        element.value_type = value.type
+        return FieldModel(element.name, element.number, "map", f"map<{element.key_type},{value_type}>", "repeated",
+                          oneof, element.key_type, value_kind)
+    label = element.cardinality.value.lower() if element.cardinality is not None else ""
+    if label == "required" and syntax == "proto3":
+        raise InvalidSchema(f"Invalid Protobuf schema in {where}: required fields are not allowed in proto3")
+    if isinstance(element, ast.Group):
+        if syntax == "proto3":
+            raise InvalidSchema(f"Invalid Protobuf schema in {where}: groups are not allowed in proto3")
+        return FieldModel(element.name.lower(), element.number, "message", f".{scope}.{element.name}", label, oneof)
+    type_name, kind = _qualify_field(element, scope, symbols, where)
+    return FieldModel(element.name, element.number, kind, type_name, label, oneof)
+
+
+def _check_number(number: int, reserved: list[tuple[int, int]], where: str) -> None:
+    if not 1 <= number <= MAX_FIELD_NUMBER:
+        raise InvalidSchema(f"Invalid Protobuf schema in {where}: field number {number} is out of range")
+    if number in _RESERVED_BY_PROTOBUF:
+        raise InvalidSchema(f"Invalid Protobuf schema in {where}: field numbers 19000-19999 are reserved")
+    if any(low <= number <= high for low, high in reserved):
+        raise InvalidSchema(f"Invalid Protobuf schema in {where}: field number {number} is reserved")
+
+
+_RANGE = re.compile(r"^\s*(-?\d+)\s*(?:to\s*(-?\d+|max)\s*)?$")
+
+
+def _reserved(elements: Iterable[Any], what: str) -> tuple[list[tuple[int, int]], set[str]]:
+    ranges: list[tuple[int, int]] = []
+    names: set[str] = set()
+    for element in elements:
+        if isinstance(element, ast.Reserved | ast.EnumReserved):
+            names.update(element.names)
+            for text in element.ranges:
+                match = _RANGE.match(str(text))
+                if match is None:
+                    raise InvalidSchema(f"Invalid Protobuf schema in {what}: bad reserved range {text!r}")
+                low = int(match.group(1), 0)
+                high = low if match.group(2) is None else (
+                    MAX_FIELD_NUMBER if match.group(2) == "max" else int(match.group(2), 0))
+                ranges.append((low, high))
+    return ranges, names
+
+
+def _enum_model(enum: ast.Enum, syntax: str, what: str) -> dict[str, int]:
+    values = {element.name: element.number for element in enum.elements if isinstance(element, ast.EnumValue)}
+    if not values:
+        raise InvalidSchema(f"Invalid Protobuf schema in {what}: enum {enum.name} has no values")
+    first = next(element for element in enum.elements if isinstance(element, ast.EnumValue))
+    if syntax == "proto3" and first.number != 0:
+        raise InvalidSchema(f"Invalid Protobuf schema in {what}: the first value of enum {enum.name} must be 0")
+    if len(values) != sum(1 for element in enum.elements if isinstance(element, ast.EnumValue)):
+        raise InvalidSchema(f"Invalid Protobuf schema in {what}: enum {enum.name} repeats a value name")
+    return values
+
+
+# Compatibility.
+
+
+def _compare_files(old: FileModel, new: FileModel) -> list[Difference]:
+    differences: list[Difference] = []
+    if old.package != new.package:
+        differences.append(Difference("PACKAGE_CHANGED", "#/"))
+    if old.syntax != new.syntax:
+        differences.append(Difference("SYNTAX_CHANGED", "#/"))
+    for name in old.messages.keys() - new.messages.keys():
+        differences.append(Difference("MESSAGE_REMOVED", f"#/{name}"))
+    for name in new.messages.keys() - old.messages.keys():
+        differences.append(Difference("MESSAGE_ADDED", f"#/{name}"))
+    for name in old.enums.keys() - new.enums.keys():
+        differences.append(Difference("ENUM_REMOVED", f"#/{name}"))
+    for name in new.enums.keys() - old.enums.keys():
+        differences.append(Difference("ENUM_ADDED", f"#/{name}"))
+    for name in sorted(old.enums.keys() & new.enums.keys()):
+        differences += _compare_enums(old.enums[name], new.enums[name], f"#/{name}")
+    for name in sorted(old.messages.keys() & new.messages.keys()):
+        differences += _compare_messages(old, old.messages[name], new, new.messages[name], f"#/{name}")
+    return sorted(differences, key=lambda d: (d.path, d.kind))
+
+
+def _compare_enums(old: dict[str, int], new: dict[str, int], path: str) -> list[Difference]:
+    differences = [Difference("ENUM_CONST_REMOVED", f"{path}/{name}") for name in old.keys() - new.keys()]
+    differences += [Difference("ENUM_CONST_ADDED", f"{path}/{name}") for name in new.keys() - old.keys()]
+    return differences + [Difference("ENUM_CONST_CHANGED", f"{path}/{name}")
+                          for name in old.keys() & new.keys() if old[name] != new[name]]
+
+
+def _compare_messages(old_file: FileModel, old: MessageModel, new_file: FileModel, new: MessageModel,
+                      path: str) -> list[Difference]:
+    differences: list[Difference] = []
+    for number in sorted(old.fields.keys() | new.fields.keys()):
+        where = f"{path}/{number}"
+        before, after = old.fields.get(number), new.fields.get(number)
+        if after is None:
+            assert before is not None
+            differences.append(Difference("REQUIRED_FIELD_REMOVED" if before.label == "required" else "FIELD_REMOVED",
+                                          where))
+        elif before is None:
+            differences.append(Difference("REQUIRED_FIELD_ADDED" if after.label == "required" else "FIELD_ADDED",
+                                          where))
+        else:
+            differences += _compare_fields(old_file, before, new_file, after, where)
+    return differences + _compare_oneofs(old, new, path)
+
+
+def _compare_oneofs(old: MessageModel, new: MessageModel, path: str) -> list[Difference]:
+    differences: list[Difference] = []
+    for name in sorted(old.oneofs.keys() | new.oneofs.keys()):
+        where = f"{path}/{name}"
+        before, after = old.oneofs.get(name), new.oneofs.get(name)
+        if after is None:
+            differences.append(Difference("ONEOF_REMOVED", where))
+        elif before is None:
+            differences.append(Difference("ONEOF_ADDED", where))
+            moved = [number for number in after if number in old.fields and old.fields[number].oneof is None]
+            if len(moved) > 1:
+                differences.append(Difference("MULTIPLE_FIELDS_MOVED_TO_ONEOF", where))
+        else:
+            differences += [Difference("ONEOF_FIELD_REMOVED", f"{where}/{number}") for number in sorted(before - after)]
+            for number in sorted(after - before):
+                was_plain = number in old.fields and old.fields[number].oneof is None
+                kind = "FIELD_MOVED_TO_EXISTING_ONEOF" if was_plain else "ONEOF_FIELD_ADDED"
+                differences.append(Difference(kind, f"{where}/{number}"))
+    return differences
+
+
+def _relative(full_name: str, package: str) -> str:
+    """A type's name without its file's package, so that moving to a new package does not rename every type."""
+    name = full_name.lstrip(".")
+    return name[len(package) + 1:] if package and name.startswith(f"{package}.") else name
+
+
+def _compare_fields(old_file: FileModel, old: FieldModel, new_file: FileModel, new: FieldModel,
+                    path: str) -> list[Difference]:
+    differences: list[Difference] = []
+    if old.name != new.name:
+        differences.append(Difference("FIELD_NAME_CHANGED", path))
+    if old.kind == "map" or new.kind == "map":
+        if old.kind != new.kind:
+            return [*differences, Difference("FIELD_KIND_CHANGED", path)]
+        key_change = _compare_types("scalar", old.key_type, "scalar", new.key_type, old_file, new_file)
+        value_old = old.type[len(f"map<{old.key_type},"):-1]
+        value_new = new.type[len(f"map<{new.key_type},"):-1]
+        value_change = _compare_types(old.value_kind, value_old, new.value_kind, value_new, old_file, new_file)
+        return differences + [Difference(kind, path) for kind in (key_change, value_change) if kind]
+    change = _compare_types(old.kind, old.type, new.kind, new.type, old_file, new_file)
+    if change:
+        differences.append(Difference(change, path))
+    if (old.label == "repeated") != (new.label == "repeated") and change != "FIELD_KIND_CHANGED":
+        if old.kind == "enum" or _SCALAR_ENCODINGS.get(old.type) not in (None, "length"):
+            differences.append(Difference("FIELD_NUMERIC_LABEL_CHANGED", path))
+        elif old.kind == "scalar":
+            differences.append(Difference("FIELD_STRING_OR_BYTES_LABEL_CHANGED", path))
+    if old.label != "required" and new.label == "required":
+        differences.append(Difference("REQUIRED_FIELD_ADDED", path))
+    elif old.label == "required" and new.label != "required":
+        differences.append(Difference("REQUIRED_FIELD_REMOVED", path))
+    return differences
+
+
+def _encoding(kind: str, type_name: str) -> str | None:
+    return "varint" if kind == "enum" else _SCALAR_ENCODINGS.get(type_name) if kind == "scalar" else None
+
+
+def _compare_types(old_kind: str, old_type: str, new_kind: str, new_type: str, old_file: FileModel,
+                   new_file: FileModel) -> str | None:
+    old_encoding, new_encoding = _encoding(old_kind, old_type), _encoding(new_kind, new_type)
+    if (old_encoding is None) != (new_encoding is None):
+        return "FIELD_KIND_CHANGED"
+    if old_encoding is not None:
+        if old_encoding != new_encoding:
+            return "FIELD_SCALAR_KIND_CHANGED"
+        if old_kind == new_kind == "enum" and _relative(old_type, old_file.package) != _relative(
+                new_type, new_file.package):
+            return "FIELD_NAMED_TYPE_CHANGED"
+        return None
+    if _relative(old_type, old_file.package) != _relative(new_type, new_file.package):
+        return "FIELD_NAMED_TYPE_CHANGED"
+    return None
+
+
+# Printing: the canonical text keeps the declarations and their order, without comments or layout;
+# the normalized text also sorts imports and options and uses the fully qualified type names.
+
+
+def _print_file(tree: ast.File, normalize: bool) -> str:
+    lines: list[str] = []
+    if tree.edition is not None:
+        lines.append(f'edition = "{tree.edition}";')
+    else:
+        lines.append(f'syntax = "{tree.syntax or "proto2"}";')
+    elements = [element for element in tree.file_elements if not isinstance(element, ast.Comment)]
+    packages = [element for element in elements if isinstance(element, ast.Package)]
+    imports = [element for element in elements if isinstance(element, ast.Import)]
+    options = [element for element in elements if isinstance(element, ast.Option)]
+    if normalize:
+        imports.sort(key=lambda element: element.name)
+        options.sort(key=lambda element: element.name)
+    lines += [f"package {element.name};" for element in packages]
+    lines += [f'import {"public " if element.public else "weak " if element.weak else ""}"{element.name}";'
+              for element in imports]
+    lines += [f"option {element.name} = {_value(element.value)};" for element in options]
+    for element in elements:
+        if not isinstance(element, ast.Package | ast.Import | ast.Option):
+            lines += _print_element(element, normalize, 0)
+    return "\n".join(lines) + "\n"
+
+
+def _print_element(element: Any, normalize: bool, depth: int) -> list[str]:
+    indent = "  " * depth
+    if isinstance(element, ast.Message | ast.Enum | ast.Service | ast.OneOf):
+        keyword = {ast.Message: "message", ast.Enum: "enum", ast.Service: "service", ast.OneOf: "oneof"}[type(element)]
+        return [f"{indent}{keyword} {element.name} {{", *_print_body(element.elements, normalize, depth + 1),
+                f"{indent}}}"]
+    if isinstance(element, ast.Group):
+        label = f"{element.cardinality.value.lower()} " if element.cardinality else ""
+        return [f"{indent}{label}group {element.name} = {element.number} {{",
+                *_print_body(element.elements, normalize, depth + 1), f"{indent}}}"]
+    if isinstance(element, ast.Extension):
+        return [f"{indent}extend {element.typeName} {{", *_print_body(element.elements, normalize, depth + 1),
+                f"{indent}}}"]
+    if isinstance(element, ast.Field):
+        label = f"{element.cardinality.value.lower()} " if element.cardinality else ""
+        return [f"{indent}{label}{element.type} {element.name} = {element.number}"
+                f"{_compact_options(element.options, normalize)};"]
+    if isinstance(element, ast.MapField):
+        return [f"{indent}map<{element.key_type}, {element.value_type}> {element.name} = {element.number}"
+                f"{_compact_options(element.options, normalize)};"]
+    if isinstance(element, ast.EnumValue):
+        return [f"{indent}{element.name} = {element.number}{_compact_options(element.options, normalize)};"]
+    if isinstance(element, ast.Option):
+        return [f"{indent}option {element.name} = {_value(element.value)};"]
+    if isinstance(element, ast.Reserved | ast.EnumReserved):
+        parts = [str(text) for text in element.ranges] or [f'"{name}"' for name in element.names]
+        return [f"{indent}reserved {', '.join(parts)};"]
+    if isinstance(element, ast.ExtensionRange):
+        return [f"{indent}extensions {', '.join(str(text) for text in element.ranges)}"
+                f"{_compact_options(element.options, normalize)};"]
+    if isinstance(element, ast.Method):
+        head = (f"{indent}rpc {element.name} {_message_type(element.input_type)} "
+                f"returns {_message_type(element.output_type)}")
+        body = _print_body(element.elements, normalize, depth + 1)
+        return [f"{head} {{", *body, f"{indent}}}"] if body else [f"{head};"]
+    return []
+
+
+def _message_type(value: ast.MessageType) -> str:
+    return f"({'stream ' if value.stream else ''}{value.type})"
+
+
+def _print_body(elements: Iterable[Any], normalize: bool, depth: int) -> list[str]:
+    kept = [element for element in elements if not isinstance(element, ast.Comment)]
+    if normalize:
+        options = sorted((element for element in kept if isinstance(element, ast.Option)), key=lambda o: o.name)
+        kept = options + [element for element in kept if not isinstance(element, ast.Option)]
+    return [line for element in kept for line in _print_element(element, normalize, depth)]
+
+
+def _compact_options(options: list[ast.Option], normalize: bool) -> str:
+    if not options:
+        return ""
+    ordered = sorted(options, key=lambda option: option.name) if normalize else options
+    return " [" + ", ".join(f"{option.name} = {_value(option.value)}" for option in ordered) + "]"
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, ast.Identifier):
+        return value.name
+    if isinstance(value, ast.MessageLiteral):
+        fields = [f"{element.name}: {_value(element.value)}" for element in value.elements
+                  if isinstance(element, ast.MessageLiteralField)]
+        return "{ " + " ".join(fields) + " }" if fields else "{}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(item) for item in value) + "]"
+    return str(value)
