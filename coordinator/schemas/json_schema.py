@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -61,7 +61,7 @@ _COMBINATORS = ("allOf", "anyOf", "oneOf")
 
 # Confluent's difference types that keep a reader on the new schema able to read data of the old one.
 COMPATIBLE_CHANGES = frozenset({
-    "TYPE_EXTENDED", "SUM_TYPE_EXTENDED", "PRODUCT_TYPE_NARROWED", "COMBINED_TYPE_EXTENDED",
+    "SCHEMA_REMOVED", "TYPE_EXTENDED", "SUM_TYPE_EXTENDED", "PRODUCT_TYPE_NARROWED", "COMBINED_TYPE_EXTENDED",
     "NOT_TYPE_NARROWED", "ENUM_ARRAY_EXTENDED",
     "MAX_LENGTH_INCREASED", "MAX_LENGTH_REMOVED", "MIN_LENGTH_DECREASED", "MIN_LENGTH_REMOVED",
     "PATTERN_REMOVED", "MAXIMUM_INCREASED", "MAXIMUM_REMOVED", "MINIMUM_DECREASED", "MINIMUM_REMOVED",
@@ -74,6 +74,7 @@ COMPATIBLE_CHANGES = frozenset({
     "PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL",
     "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL",
     "OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL", "PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL",
+    "PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL", "ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL",
     "PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
     "PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
     "MAX_ITEMS_INCREASED", "MAX_ITEMS_REMOVED", "MIN_ITEMS_DECREASED", "MIN_ITEMS_REMOVED",
@@ -83,37 +84,40 @@ COMPATIBLE_CHANGES = frozenset({
     "ITEM_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
 })
 
+# The descriptions name the new schema the reader's and the old one the writer's, as Confluent's do.
 _DESCRIPTIONS = {
-    "TYPE_CHANGED": "The type of the schema at path '{path}' in the new schema does not match the old one",
-    "TYPE_NARROWED": "The schema at path '{path}' in the new schema accepts fewer types than the old one",
-    "SUM_TYPE_NARROWED": "The new schema at path '{path}' has fewer alternatives (anyOf, oneOf or type list)",
-    "PRODUCT_TYPE_EXTENDED": "The new schema at path '{path}' has more allOf subschemas than the old one",
-    "COMBINED_TYPE_CHANGED": "The combination (allOf, anyOf, oneOf) at path '{path}' changed",
-    "COMBINED_TYPE_SUBSCHEMAS_CHANGED": "The subschemas of the combination at path '{path}' changed incompatibly",
-    "ENUM_ARRAY_NARROWED": "The enum at path '{path}' in the new schema has fewer values than the old one",
-    "ENUM_ARRAY_CHANGED": "The enum at path '{path}' in the new schema does not contain the old values",
-    "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL": (
-        "The new schema has a property at path '{path}' that the old schema's open content model did not constrain"
-    ),
-    "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL": (
-        "The new schema has a required property without default at path '{path}' that the old closed schema lacks"
-    ),
-    "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL": (
-        "The new schema has a closed content model and lacks the property at path '{path}' of the old schema"
-    ),
-    "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL": (
-        "The property added at path '{path}' is not covered by the old schema's partially open content model"
-    ),
-    "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL": (
-        "The property removed at path '{path}' is not covered by the new schema's partially open content model"
-    ),
-    "REQUIRED_ATTRIBUTE_ADDED": "The new schema requires the property at path '{path}' without a default",
-    "ADDITIONAL_PROPERTIES_REMOVED": "The new schema closes the content model at path '{path}'",
-    "ADDITIONAL_PROPERTIES_NARROWED": "The new schema narrows the additional properties at path '{path}'",
-    "ADDITIONAL_ITEMS_REMOVED": "The new schema closes the array's content model at path '{path}'",
-    "ADDITIONAL_ITEMS_NARROWED": "The new schema narrows the additional items at path '{path}'",
-    "ITEM_ADDED_TO_OPEN_CONTENT_MODEL": "The new schema constrains an item at path '{path}' the old schema left open",
-    "ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL": "The new closed array lacks the old schema's item at path '{path}'",
+    "SCHEMA_ADDED": "The reader schema constrains a subschema at path '{path}' that the writer schema left out",
+    "TYPE_CHANGED": "The type of the schema at path '{path}' in the reader schema does not match the writer schema",
+    "TYPE_NARROWED": "The schema at path '{path}' in the reader schema accepts fewer types than the writer schema",
+    "SUM_TYPE_NARROWED": "The reader schema has fewer alternatives at path '{path}' than the writer schema",
+    "PRODUCT_TYPE_EXTENDED": "The reader schema has more allOf subschemas at path '{path}' than the writer schema",
+    "COMBINED_TYPE_CHANGED": "The combination (allOf, anyOf, oneOf) at path '{path}' changed in the reader schema",
+    "COMBINED_TYPE_SUBSCHEMAS_CHANGED": "The subschemas of the combination at path '{path}' in the reader schema "
+                                        "do not match those of the writer schema",
+    "ENUM_ARRAY_NARROWED": "The enum at path '{path}' in the reader schema has fewer values than the writer schema",
+    "ENUM_ARRAY_CHANGED": "The enum at path '{path}' in the reader schema lacks values of the writer schema",
+    "NOT_TYPE_EXTENDED": "The 'not' at path '{path}' in the reader schema rejects more than the writer schema",
+    "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL": "The reader schema has a property at path '{path}' that the writer "
+                                            "schema's open content model allowed with any value",
+    "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL": "The reader schema has a required property without a default "
+                                                       "at path '{path}' that the writer schema lacks",
+    "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL": "The property at path '{path}' of the writer schema is missing "
+                                                  "from the reader schema's closed content model",
+    "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL": "The property added at path '{path}' in the reader "
+                                                                  "schema is not covered by the writer schema's "
+                                                                  "partially open content model",
+    "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL": "The property removed at path '{path}' is not "
+                                                                    "covered by the reader schema's partially open "
+                                                                    "content model",
+    "REQUIRED_ATTRIBUTE_ADDED": "The reader schema requires the property at path '{path}' without a default",
+    "ADDITIONAL_PROPERTIES_REMOVED": "The reader schema does not allow the additional properties at path '{path}'",
+    "ADDITIONAL_PROPERTIES_NARROWED": "The reader schema narrows the additional properties at path '{path}'",
+    "ADDITIONAL_ITEMS_REMOVED": "The reader schema does not allow the additional items at path '{path}'",
+    "ADDITIONAL_ITEMS_NARROWED": "The reader schema narrows the additional items at path '{path}'",
+    "ITEM_ADDED_TO_OPEN_CONTENT_MODEL": "The reader schema constrains an item at path '{path}' that the writer "
+                                        "schema's open content model allowed with any value",
+    "ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL": "The item at path '{path}' of the writer schema is missing from the "
+                                              "reader schema's closed content model",
 }
 
 
@@ -129,9 +133,9 @@ class Difference:
         return self.kind in COMPATIBLE_CHANGES
 
     def message(self) -> str:
-        template = _DESCRIPTIONS.get(self.kind, "The new schema changed at path '{path}' ({kind})")
+        template = _DESCRIPTIONS.get(self.kind, "The reader schema differs at path '{path}' ({kind})")
         description = template.format(path=self.path, kind=self.kind)
-        return f"{{errorType:'{self.kind}', description:'{description}'}}"
+        return f'{{errorType:"{self.kind}", description:"{description}"}}'
 
 
 @dataclass(frozen=True)
@@ -161,7 +165,7 @@ class JsonSchema:
     def incompatibilities(self, old: Any) -> list[str]:
         """Confluent's messages for the changes that stop this schema reading data written with ``old``."""
         if not isinstance(old, JsonSchema):
-            return [f"{{errorType:'TYPE_CHANGED', description:'The old schema is not a JSON schema: {old!r}'}}"]
+            return ['{errorType:"TYPE_CHANGED", description:"The writer schema is not a JSON schema"}']
         return [difference.message() for difference in self.differences(old) if not difference.compatible]
 
     def __repr__(self) -> str:
@@ -359,7 +363,7 @@ class _Comparison:
         if old.schema is False or _is_empty(new.schema):
             return [] if old.schema == new.schema or old.schema is False else [Difference("TYPE_EXTENDED", path)]
         if new.schema is False:
-            return [Difference("TYPE_NARROWED", path)]
+            return [Difference("TYPE_CHANGED", path)]
         old_schema = {} if old.schema is True else old.schema
         new_schema = new.schema
         old_combined = _combinator(old_schema)
@@ -380,53 +384,50 @@ class _Comparison:
             return self._compare_two_combined(old, old_combined, new, new_combined, path)
         if new_combined is not None:
             criterion, members = new_combined
-            new_members = [_enter(new, member) for member in members]
-            if criterion == "allOf":
-                return [d for member in new_members for d in self.compare(_Node(old.schema, old.resolver), member,
-                                                                          path)]
-            if any(self.compatible(old, member, path) for member in new_members):
-                return [Difference("SUM_TYPE_EXTENDED", path)]
+            new_members = [_enter(new, member) for member in _distinct(members)]
+            if len(new_members) == 1:
+                inner = self.compare(old, new_members[0], path)
+                if all(d.compatible for d in inner):
+                    return inner
+            elif criterion in ("anyOf", "oneOf"):
+                # A plain schema became one alternative of a sum: its data still fits that alternative.
+                for member in new_members:
+                    inner = self.compare(old, member, path)
+                    if all(d.compatible for d in inner):
+                        return [*inner, Difference("SUM_TYPE_EXTENDED", path)]
             return [Difference("TYPE_CHANGED", path)]
         assert old_combined is not None
-        criterion, members = old_combined
-        old_members = [_enter(old, member) for member in members]
-        new_plain = _Node(_without_combinators(new.schema), new.resolver)
-        if criterion == "allOf":
-            if any(self.compatible(member, new_plain, path) for member in old_members):
-                return [Difference("PRODUCT_TYPE_NARROWED", path)]
-            return [Difference("COMBINED_TYPE_CHANGED", path)]
-        if all(self.compatible(member, new_plain, path) for member in old_members):
-            return [Difference("SUM_TYPE_NARROWED", path)] if len(old_members) > 1 else []
-        return [Difference("SUM_TYPE_NARROWED", path)]
+        old_members = [_enter(old, member) for member in _distinct(old_combined[1])]
+        if len(old_members) == 1:
+            inner = self.compare(old_members[0], _Node(_without_combinators(new.schema), new.resolver), path)
+            if all(d.compatible for d in inner):
+                return inner
+        return [Difference("TYPE_CHANGED", path)]
 
     def _compare_two_combined(self, old: _Node, old_combined: tuple[str, list[Any]], new: _Node,
                               new_combined: tuple[str, list[Any]], path: str) -> list[Difference]:
         old_criterion, old_list = old_combined
         new_criterion, new_list = new_combined
-        old_members = [_enter(old, member) for member in old_list]
-        new_members = [_enter(new, member) for member in new_list]
+        old_members = [_enter(old, member) for member in _distinct(old_list)]
+        new_members = [_enter(new, member) for member in _distinct(new_list)]
         differences: list[Difference] = []
         if old_criterion != new_criterion:
-            if (old_criterion, new_criterion) != ("oneOf", "anyOf"):
+            # Towards anyOf always loosens; towards oneOf or allOf only from a single subschema.
+            loosened = new_criterion == "anyOf" or (new_criterion == "oneOf" and len(old_members) == 1) or (
+                new_criterion == "allOf" and len(old_members) == len(new_members) == 1)
+            if not loosened:
                 return [Difference("COMBINED_TYPE_CHANGED", path)]
             differences.append(Difference("COMBINED_TYPE_EXTENDED", path))
-        if new_criterion == "allOf":
-            # Every new constraint must hold for old data: each is implied by a distinct old one.
-            matched = _match(new_members, old_members, lambda n, o: self.compatible(o, n, path))
-            if len(new_members) > len(old_members):
-                return [*differences, Difference("PRODUCT_TYPE_EXTENDED", path)]
-            if not matched:
-                return [*differences, Difference("COMBINED_TYPE_SUBSCHEMAS_CHANGED", path)]
-            if len(new_members) < len(old_members):
-                differences.append(Difference("PRODUCT_TYPE_NARROWED", path))
-            return differences
-        if len(new_members) < len(old_members):
-            return [*differences, Difference("SUM_TYPE_NARROWED", path)]
-        # Every old alternative must be readable through a distinct new one.
-        if not _match(old_members, new_members, lambda o, n: self.compatible(o, n, path)):
-            return [*differences, Difference("COMBINED_TYPE_SUBSCHEMAS_CHANGED", path)]
-        if len(new_members) > len(old_members):
-            differences.append(Difference("SUM_TYPE_EXTENDED", path))
+        product = new_criterion == "allOf"
+        if len(old_members) < len(new_members):
+            differences.append(Difference("PRODUCT_TYPE_EXTENDED" if product else "SUM_TYPE_EXTENDED", path))
+        elif len(old_members) > len(new_members):
+            differences.append(Difference("PRODUCT_TYPE_NARROWED" if product else "SUM_TYPE_NARROWED", path))
+        # Each subschema must pair with a distinct one of the other side that reads its data.
+        fitting = [[j for j, candidate in enumerate(new_members) if self.compatible(member, candidate, path)]
+                   for member in old_members]
+        if _matching_size(fitting) < min(len(old_members), len(new_members)):
+            differences.append(Difference("COMBINED_TYPE_SUBSCHEMAS_CHANGED", path))
         return differences
 
     # Plain schemas: the type, then the keywords of each type.
@@ -436,6 +437,9 @@ class _Comparison:
         new_schema: dict[str, Any] = new.schema if isinstance(new.schema, dict) else {}
         old, new = _Node(old_schema, old.resolver), _Node(new_schema, new.resolver)
         differences = _type_differences(_types(old_schema), _types(new_schema), path)
+        if differences and _types(old_schema) is None and _implied_type(old_schema) in (_types(new_schema) or ()):
+            # An untyped schema with, say, "properties" is already an object schema, as for Confluent.
+            differences = []
         if any(d.kind == "TYPE_CHANGED" for d in differences):
             return differences
         differences += _enum_differences(old_schema, new_schema, path)
@@ -487,12 +491,14 @@ class _Comparison:
             else:
                 differences += self._property_added(old, _enter(new, new_properties[name]), name,
                                                     name in new_required, where)
-        for name in sorted(new_required - old_required):
-            has_default = isinstance(new_properties.get(name), dict) and "default" in new_properties[name]
-            kind = "REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED" if has_default else "REQUIRED_ATTRIBUTE_ADDED"
-            differences.append(Difference(kind, f"{path}/required/{name}"))
-        differences += [Difference("REQUIRED_ATTRIBUTE_REMOVED", f"{path}/required/{name}")
-                        for name in sorted(old_required - new_required)]
+        # Requiredness is compared for the properties of both schemas; an added one's is judged as it is added.
+        for name in sorted(old_properties.keys() & new_properties.keys()):
+            if name in new_required and name not in old_required:
+                has_default = isinstance(new_properties[name], dict) and "default" in new_properties[name]
+                kind = "REQUIRED_ATTRIBUTE_WITH_DEFAULT_ADDED" if has_default else "REQUIRED_ATTRIBUTE_ADDED"
+                differences.append(Difference(kind, f"{path}/required/{name}"))
+            elif name in old_required and name not in new_required:
+                differences.append(Difference("REQUIRED_ATTRIBUTE_REMOVED", f"{path}/required/{name}"))
         differences += self._additional(old, new, "additionalProperties", "ADDITIONAL_PROPERTIES", path)
         differences += self._dependency_differences(old, new, path)
         old_names, new_names = old.schema.get("propertyNames"), new.schema.get("propertyNames")
@@ -506,6 +512,8 @@ class _Comparison:
         if cover is True:
             return [Difference("PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL", where)]
         if cover is False:
+            if _deref(old_property).schema is False:
+                return [Difference("PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL", where)]
             return [Difference("PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL", where)]
         if self.compatible(old_property, cover, where):
             return [Difference("PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where)]
@@ -518,15 +526,18 @@ class _Comparison:
             if _is_empty(_deref(new_property).schema):
                 return [Difference("PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL", where)]
             return [Difference("PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL", where)]
-        if cover is False:
-            if not required:
-                return [Difference("OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL", where)]
-            if isinstance(new_property.schema, dict) and "default" in new_property.schema:
-                return [Difference("REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL", where)]
-            return [Difference("REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL", where)]
-        if self.compatible(cover, new_property, where):
-            return [Difference("PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where)]
-        return [Difference("PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where)]
+        differences: list[Difference] = []
+        if cover is not False:
+            covered = self.compatible(cover, new_property, where)
+            differences.append(Difference(f"PROPERTY_ADDED_{'IS' if covered else 'NOT'}_COVERED_BY_PARTIALLY_OPEN_"
+                                          "CONTENT_MODEL", where))
+        if not required:
+            kind = "OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"
+        elif isinstance(new_property.schema, dict) and "default" in new_property.schema:
+            kind = "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL"
+        else:
+            kind = "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"
+        return [*differences, Difference(kind, where)]
 
     def _additional(self, old: _Node, new: _Node, keyword: str, prefix: str, path: str) -> list[Difference]:
         old_value, new_value = old.schema.get(keyword, True), new.schema.get(keyword, True)
@@ -538,9 +549,9 @@ class _Comparison:
         if new_open:
             return [Difference(f"{prefix}_ADDED" if old_value is False else f"{prefix}_EXTENDED", path)]
         if old_value is False:
-            return [] if new_value is False else [Difference(f"{prefix}_EXTENDED", path)]
+            return [] if new_value is False else [Difference(f"{prefix}_ADDED", path)]
         if new_value is False:
-            return [Difference(f"{prefix}_NARROWED", path)]
+            return [Difference(f"{prefix}_REMOVED", path)]
         return self.compare(_enter(old, old_value), _enter(new, new_value), f"{path}/{keyword}")
 
     def _dependency_differences(self, old: _Node, new: _Node, path: str) -> list[Difference]:
@@ -576,10 +587,10 @@ class _Comparison:
         old_tuple, old_rest, old_rest_key = _array_shape(old.schema)
         new_tuple, new_rest, new_rest_key = _array_shape(new.schema)
         if old_tuple is None and new_tuple is None:
-            if old_rest is None and new_rest is None:
-                return []
-            return self.compare(_enter(old, True if old_rest is None else old_rest),
-                                _enter(new, True if new_rest is None else new_rest), f"{path}/items")
+            if old_rest is None or new_rest is None:
+                return [] if old_rest is new_rest else [
+                    Difference("SCHEMA_ADDED" if old_rest is None else "SCHEMA_REMOVED", f"{path}/items")]
+            return self.compare(_enter(old, old_rest), _enter(new, new_rest), f"{path}/items")
         if old_tuple is None or new_tuple is None:
             return [Difference("TYPE_CHANGED", f"{path}/items")]
         differences: list[Difference] = []
@@ -600,6 +611,8 @@ class _Comparison:
         if new_rest.schema is None or _is_empty(new_rest.schema):
             return [Difference("ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL", where)]
         if new_rest.schema is False:
+            if _deref(old_item).schema is False:
+                return [Difference("ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL", where)]
             return [Difference("ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL", where)]
         if self.compatible(old_item, new_rest, where):
             return [Difference("ITEM_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL", where)]
@@ -632,35 +645,62 @@ def _without_combinators(schema: Any) -> Any:
     return {key: value for key, value in schema.items() if key not in _COMBINATORS}
 
 
-def _match(left: list[_Node], right: list[_Node], fits: Callable[[_Node, _Node], bool]) -> bool:
-    """True when each of ``left`` pairs with a distinct one of ``right`` that ``fits`` (augmenting paths)."""
-    fitting = [[j for j, candidate in enumerate(right) if fits(item, candidate)] for item in left]
+def _distinct(members: list[Any]) -> list[Any]:
+    """Subschemas without repeats (two equal alternatives are one)."""
+    seen: set[str] = set()
+    kept = []
+    for member in members:
+        key = _json_key(member)
+        if key not in seen:
+            seen.add(key)
+            kept.append(member)
+    return kept
+
+
+def _matching_size(fitting: list[list[int]]) -> int:
+    """The size of a maximum matching of a bipartite graph (``fitting[i]``: the right nodes left ``i`` fits)."""
     owner: dict[int, int] = {}
 
     def place(i: int, seen: set[int]) -> bool:
         for j in fitting[i]:
-            if j in seen:
-                continue
-            seen.add(j)
-            if j not in owner or place(owner[j], seen):
-                owner[j] = i
-                return True
+            if j not in seen:
+                seen.add(j)
+                if j not in owner or place(owner[j], seen):
+                    owner[j] = i
+                    return True
         return False
 
-    return all(place(i, set()) for i in range(len(left)))
+    return sum(1 for i in range(len(fitting)) if place(i, set()))
 
 
 def _type_differences(old: frozenset[str] | None, new: frozenset[str] | None, path: str) -> list[Difference]:
     if old == new or new is None:
         return [] if old == new else [Difference("TYPE_EXTENDED", path)]
     if old is None:
-        return [Difference("TYPE_NARROWED", path)]
+        return [Difference("TYPE_CHANGED", path)]
     several = len(old) > 1 or len(new) > 1
     if all(_accepts(new, kind) for kind in old):
         return [Difference("SUM_TYPE_EXTENDED" if several else "TYPE_EXTENDED", path)]
     if all(_accepts(old, kind) for kind in new):
         return [Difference("SUM_TYPE_NARROWED" if several else "TYPE_NARROWED", path)]
     return [Difference("TYPE_CHANGED", path)]
+
+
+_IMPLYING_KEYWORDS = {
+    "object": ("properties", "required", "additionalProperties", "patternProperties", "maxProperties",
+               "minProperties", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames"),
+    "array": ("items", "prefixItems", "additionalItems", "maxItems", "minItems", "uniqueItems", "contains"),
+    "string": ("maxLength", "minLength", "pattern"),
+    "number": ("maximum", "minimum", "exclusiveMaximum", "exclusiveMinimum", "multipleOf"),
+}
+
+
+def _implied_type(schema: dict[str, Any]) -> str | None:
+    """The type an untyped schema's keywords imply, as Confluent's parser (everit) infers it."""
+    for kind, keywords in _IMPLYING_KEYWORDS.items():
+        if any(keyword in schema for keyword in keywords):
+            return kind
+    return None
 
 
 def _enum_values(schema: dict[str, Any]) -> set[str] | None:

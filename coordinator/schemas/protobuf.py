@@ -9,14 +9,15 @@ every type name resolved through the file's scopes and its imports. Imports come
 ``confluent/type/decimal.proto``.
 
 Compatibility follows Confluent's Protobuf rules (docs.confluent.io "Schema Evolution and Compatibility",
-https://yokota.blog/2021/08/26/understanding-protobuf-compatibility/): the old schema is the writer, the new
-one the reader; messages are matched by name and fields by number; each difference has one of Confluent's
-types, and only those Confluent counts as incompatible are reported (``MESSAGE_REMOVED``,
-``FIELD_KIND_CHANGED``, ``FIELD_SCALAR_KIND_CHANGED``, ``FIELD_NAMED_TYPE_CHANGED``,
-``FIELD_NUMERIC_LABEL_CHANGED``, ``REQUIRED_FIELD_ADDED``, ``REQUIRED_FIELD_REMOVED``,
-``ONEOF_FIELD_REMOVED``, ``MULTIPLE_FIELDS_MOVED_TO_ONEOF``, ``FIELD_MOVED_TO_EXISTING_ONEOF``). Scalars
-whose wire encodings agree stay compatible: int32/int64/uint32/uint64/bool (and enums), sint32/sint64,
-fixed32/sfixed32, fixed64/sfixed64, string/bytes.
+https://yokota.blog/2021/08/26/understanding-protobuf-compatibility/, and the behaviour of Confluent's
+checker): the old schema is the writer, the new one the reader; messages are matched by name and fields by
+number, and a field's message type is compared through to the referenced message (also across references).
+Each difference has one of Confluent's types; only those Confluent counts as incompatible are reported
+(``PACKAGE_CHANGED``, ``MESSAGE_REMOVED``, ``FIELD_KIND_CHANGED``, ``FIELD_SCALAR_KIND_CHANGED``,
+``FIELD_NAMED_TYPE_CHANGED``, ``FIELD_NUMERIC_LABEL_CHANGED``, ``REQUIRED_FIELD_ADDED``,
+``REQUIRED_FIELD_REMOVED``, ``ONEOF_FIELD_REMOVED``, ``MULTIPLE_FIELDS_MOVED_TO_ONEOF``,
+``FIELD_MOVED_TO_EXISTING_ONEOF``). Scalars whose wire encodings agree stay compatible:
+int32/int64/uint32/uint64/bool and enums, sint32/sint64, fixed32/sfixed32, fixed64/sfixed64, string/bytes.
 """
 
 from __future__ import annotations
@@ -48,23 +49,28 @@ _MAP_KEYS = frozenset(_SCALAR_ENCODINGS) - {"float", "double", "bytes"}
 
 # Confluent's difference types that keep a reader on the new schema able to read data of the old one.
 COMPATIBLE_CHANGES = frozenset({
-    "PACKAGE_CHANGED", "SYNTAX_CHANGED", "MESSAGE_ADDED", "MESSAGE_MOVED", "ENUM_ADDED", "ENUM_REMOVED",
+    "MESSAGE_ADDED", "MESSAGE_MOVED", "ENUM_ADDED", "ENUM_REMOVED",
     "ENUM_CONST_ADDED", "ENUM_CONST_CHANGED", "ENUM_CONST_REMOVED", "FIELD_ADDED", "FIELD_REMOVED",
     "FIELD_NAME_CHANGED", "FIELD_STRING_OR_BYTES_LABEL_CHANGED", "ONEOF_ADDED", "ONEOF_REMOVED",
     "ONEOF_FIELD_ADDED",
 })
 
+# The descriptions name the new schema the reader's and the old one the writer's, as Confluent's do.
 _DESCRIPTIONS = {
-    "MESSAGE_REMOVED": "The new schema is missing the message at path '{path}' of the old schema",
-    "FIELD_KIND_CHANGED": "The kind (scalar, enum, message, map) of the field at path '{path}' changed",
-    "FIELD_SCALAR_KIND_CHANGED": "The scalar type of the field at path '{path}' changed to an incompatible one",
-    "FIELD_NAMED_TYPE_CHANGED": "The message or enum type of the field at path '{path}' changed",
-    "FIELD_NUMERIC_LABEL_CHANGED": "The field at path '{path}' of a numeric type changed between repeated and not",
-    "REQUIRED_FIELD_ADDED": "The new schema requires the field at path '{path}'",
-    "REQUIRED_FIELD_REMOVED": "The new schema removed or relaxed the required field at path '{path}'",
-    "ONEOF_FIELD_REMOVED": "The field at path '{path}' left its oneof",
-    "MULTIPLE_FIELDS_MOVED_TO_ONEOF": "Several existing fields moved into the new oneof at path '{path}'",
-    "FIELD_MOVED_TO_EXISTING_ONEOF": "The existing field at path '{path}' moved into an existing oneof",
+    "PACKAGE_CHANGED": "The package at path '{path}' differs between the writer and the reader schema",
+    "MESSAGE_REMOVED": "The message at path '{path}' in the writer schema is missing from the reader schema",
+    "FIELD_KIND_CHANGED": "The field at path '{path}' changed kind (scalar, message or map) in the reader schema",
+    "FIELD_SCALAR_KIND_CHANGED": "The scalar field at path '{path}' has a type of another wire encoding in the "
+                                 "reader schema",
+    "FIELD_NAMED_TYPE_CHANGED": "The message type of the field at path '{path}' changed in the reader schema",
+    "FIELD_NUMERIC_LABEL_CHANGED": "The label of the numeric field at path '{path}' changed in the reader schema",
+    "REQUIRED_FIELD_ADDED": "The reader schema has a new required field at path '{path}'",
+    "REQUIRED_FIELD_REMOVED": "The required field at path '{path}' in the writer schema is missing from the "
+                              "reader schema",
+    "ONEOF_FIELD_REMOVED": "The oneof field at path '{path}' in the writer schema is missing from the reader schema",
+    "MULTIPLE_FIELDS_MOVED_TO_ONEOF": "Several fields moved into the oneof at path '{path}' in the reader schema",
+    "FIELD_MOVED_TO_EXISTING_ONEOF": "A field moved into the oneof at path '{path}', which already had fields of "
+                                     "the writer schema",
 }
 
 _WELL_KNOWN = "google.protobuf"
@@ -141,8 +147,8 @@ class Difference:
         return self.kind in COMPATIBLE_CHANGES
 
     def message(self) -> str:
-        template = _DESCRIPTIONS.get(self.kind, "The new schema changed at path '{path}' ({kind})")
-        return f"{{errorType:'{self.kind}', description:'{template.format(path=self.path, kind=self.kind)}'}}"
+        template = _DESCRIPTIONS.get(self.kind, "The reader schema differs at path '{path}' ({kind})")
+        return f'{{errorType:"{self.kind}", description:"{template.format(path=self.path, kind=self.kind)}"}}'
 
 
 @dataclass(frozen=True)
@@ -167,12 +173,15 @@ class MessageModel:
 
 @dataclass
 class FileModel:
-    """What of a .proto file compatibility compares: names relative to the package."""
+    """What of a .proto file compatibility compares: its types by name relative to the package, and the
+    messages of the file and of everything it imports by full name (a field's type is compared through them)."""
 
     syntax: str
     package: str
     messages: dict[str, MessageModel] = field(default_factory=dict)
     enums: dict[str, dict[str, int]] = field(default_factory=dict)
+    types: dict[str, MessageModel] = field(default_factory=dict)
+    packages: dict[str, str] = field(default_factory=dict)  # full name of every known type -> its package
 
 
 class ProtobufSchema:
@@ -194,7 +203,7 @@ class ProtobufSchema:
     def incompatibilities(self, old: Any) -> list[str]:
         """Confluent's messages for the changes that stop this schema reading data written with ``old``."""
         if not isinstance(old, ProtobufSchema):
-            return [f"{{errorType:'SYNTAX_CHANGED', description:'The old schema is not a Protobuf schema: {old!r}'}}"]
+            return ['{errorType:"FIELD_KIND_CHANGED", description:"The writer schema is not a Protobuf schema"}']
         return [difference.message() for difference in self.differences(old) if not difference.compatible]
 
     def __repr__(self) -> str:
@@ -257,35 +266,46 @@ class _File:
 
 
 @dataclass
+class _Loaded:
+    """A file with everything it imports: its types' kinds, packages and message models, by full name."""
+
+    symbols: dict[str, str] = field(default_factory=dict)
+    packages: dict[str, str] = field(default_factory=dict)
+    messages: dict[str, MessageModel] = field(default_factory=dict)
+
+    def add(self, other: _Loaded) -> None:
+        self.symbols.update(other.symbols)
+        self.packages.update(other.packages)
+        self.messages.update(other.messages)
+
+
+@dataclass
 class _Loader:
     references: Mapping[str, str]
-    loaded: dict[str, dict[str, str]] = field(default_factory=dict)
+    loaded: dict[str, _Loaded] = field(default_factory=dict)
 
-    def symbols_of(self, path: str, depth: int, loading: tuple[str, ...]) -> dict[str, str]:
-        """Every type a file and its imports define, by full name."""
+    def load(self, path: str, depth: int, loading: tuple[str, ...]) -> _Loaded:
+        if depth > MAX_IMPORT_DEPTH:
+            raise InvalidSchema(f"Invalid Protobuf schema: imports nested deeper than {MAX_IMPORT_DEPTH}")
         if path in self.loaded:
             return self.loaded[path]
         if path in loading:
             raise InvalidSchema(f"Invalid Protobuf schema: import cycle through {path!r}")
         if path in self.references:
             tree = _syntax_tree(self.references[path], f"reference {path!r}")
-            file = _local_file(tree, f"reference {path!r}")
-            symbols = dict(file.symbols)
-            for imported in _imports(tree):
-                symbols.update(self.imported_symbols(imported, depth + 1, (*loading, path)))
+            model, loaded = _model(tree, self, depth, (*loading, path), f"reference {path!r}")
+            loaded.messages.update(model.types)
         elif path in BUILTIN_FILES:
             package, names = BUILTIN_FILES[path]
-            symbols = {f"{package}.{name}": "enum" if f"{package}.{name}" in _BUILTIN_ENUMS else "message"
-                       for name in names}
+            loaded = _Loaded()
+            for name in names:
+                full_name = f"{package}.{name}"
+                loaded.symbols[full_name] = "enum" if full_name in _BUILTIN_ENUMS else "message"
+                loaded.packages[full_name] = package
         else:
             raise InvalidSchema(f"Invalid Protobuf schema: import {path!r} is neither a reference nor built in")
-        self.loaded[path] = symbols
-        return symbols
-
-    def imported_symbols(self, path: str, depth: int, loading: tuple[str, ...]) -> dict[str, str]:
-        if depth > MAX_IMPORT_DEPTH:
-            raise InvalidSchema(f"Invalid Protobuf schema: imports nested deeper than {MAX_IMPORT_DEPTH}")
-        return self.symbols_of(path, depth, loading)
+        self.loaded[path] = loaded
+        return loaded
 
 
 def _imports(tree: ast.File) -> list[str]:
@@ -340,16 +360,24 @@ def _resolve(type_name: str, scope: str, symbols: Mapping[str, str], what: str) 
 
 def _parse_schema(text: str, references: Mapping[str, str]) -> ProtobufSchema:
     tree = _syntax_tree(text, "the schema")
-    local = _local_file(tree, "the schema")
-    loader = _Loader(references)
-    symbols = dict(local.symbols)
-    for imported in _imports(tree):
-        symbols.update(loader.imported_symbols(imported, 1, ()))
     qualified = copy.deepcopy(tree)
+    model, _ = _model(qualified, _Loader(references), 0, (), "the schema")
+    return ProtobufSchema(model, _print_file(tree, normalize=False), _print_file(qualified, normalize=True))
+
+
+def _model(tree: ast.File, loader: _Loader, depth: int, loading: tuple[str, ...],
+           what: str) -> tuple[FileModel, _Loaded]:
+    """A file's model, its type names qualified in place, and what it can see (itself and its imports)."""
+    local = _local_file(tree, what)
+    visible = _Loaded(dict(local.symbols), dict.fromkeys(local.symbols, local.package))
+    for imported in _imports(tree):
+        visible.add(loader.load(imported, depth + 1, loading))
     model = FileModel(syntax=tree.syntax or "proto2", package=local.package)
     prefix = f"{local.package}." if local.package else ""
-    _build(qualified.file_elements, local.package, prefix, "", model, symbols, "the schema")
-    return ProtobufSchema(model, _print_file(tree, normalize=False), _print_file(qualified, normalize=True))
+    _build(tree.file_elements, local.package, prefix, "", model, visible.symbols, what)
+    model.types = {**visible.messages, **{prefix + name: message for name, message in model.messages.items()}}
+    model.packages = visible.packages
+    return model, visible
 
 
 def _build(elements: list[Any], scope: str, prefix: str, relative: str, model: FileModel,
@@ -479,25 +507,129 @@ def _enum_model(enum: ast.Enum, syntax: str, what: str) -> dict[str, int]:
 # Compatibility.
 
 
+class _Comparison:
+    """Walks an old (writer's) and a new (reader's) file side by side, collecting Confluent's difference types."""
+
+    def __init__(self, old: FileModel, new: FileModel) -> None:
+        self.old, self.new = old, new
+        # Message pairs being compared: a recursive type meets itself again and is assumed compatible there.
+        self._active: set[tuple[str, str]] = set()
+
+    def files(self) -> list[Difference]:
+        old, new = self.old, self.new
+        differences: list[Difference] = []
+        if old.package != new.package:
+            differences.append(Difference("PACKAGE_CHANGED", "#/"))
+        removed, added = old.messages.keys() - new.messages.keys(), new.messages.keys() - old.messages.keys()
+        differences += [Difference("MESSAGE_REMOVED", f"#/{name}") for name in removed]
+        differences += [Difference("MESSAGE_ADDED", f"#/{name}") for name in added]
+        differences += [Difference("ENUM_REMOVED", f"#/{name}") for name in old.enums.keys() - new.enums.keys()]
+        differences += [Difference("ENUM_ADDED", f"#/{name}") for name in new.enums.keys() - old.enums.keys()]
+        for name in sorted(old.enums.keys() & new.enums.keys()):
+            differences += _compare_enums(old.enums[name], new.enums[name], f"#/{name}")
+        for name in sorted(old.messages.keys() & new.messages.keys()):
+            differences += self.messages(old.messages[name], new.messages[name], f"#/{name}")
+        return sorted(set(differences), key=lambda d: (d.path, d.kind))
+
+    def messages(self, old: MessageModel, new: MessageModel, path: str) -> list[Difference]:
+        differences = _oneof_moves(old, new, path)
+        for name in sorted(old.oneofs.keys() | new.oneofs.keys()):
+            where = f"{path}/{name}"
+            if name not in new.oneofs:
+                differences.append(Difference("ONEOF_REMOVED", where))
+            elif name not in old.oneofs:
+                differences.append(Difference("ONEOF_ADDED", where))
+            else:
+                differences += self._oneof_members(old, new, name, where)
+        old_plain = {number: f for number, f in old.fields.items() if f.oneof is None}
+        new_plain = {number: f for number, f in new.fields.items() if f.oneof is None}
+        moved_into_oneofs = {number for number, f in new.fields.items() if f.oneof is not None}
+        for number in sorted(old_plain.keys() | new_plain.keys()):
+            where = f"{path}/{number}"
+            before, after = old_plain.get(number), new_plain.get(number)
+            if after is None:
+                assert before is not None
+                if number not in moved_into_oneofs:
+                    required = before.label == "required"
+                    differences.append(Difference("REQUIRED_FIELD_REMOVED" if required else "FIELD_REMOVED", where))
+            elif before is None:
+                required = after.label == "required"
+                differences.append(Difference("REQUIRED_FIELD_ADDED" if required else "FIELD_ADDED", where))
+            else:
+                differences += self.fields(before, after, where)
+        # Fields that changed oneof (into, out of, or between oneofs) are still compared by number.
+        for number in sorted(old.fields.keys() & new.fields.keys()):
+            before, after = old.fields[number], new.fields[number]
+            if before.oneof != after.oneof:
+                differences += self.fields(before, after, f"{path}/{number}")
+        return differences
+
+    def _oneof_members(self, old: MessageModel, new: MessageModel, name: str, where: str) -> list[Difference]:
+        differences: list[Difference] = []
+        before, after = old.oneofs[name], new.oneofs[name]
+        for number in sorted(before | after):
+            if number not in after:
+                # A field that left the oneof but lives on elsewhere in the message lost no data.
+                if number not in new.fields:
+                    differences.append(Difference("ONEOF_FIELD_REMOVED", f"{where}/{number}"))
+            elif number not in before:
+                differences.append(Difference("ONEOF_FIELD_ADDED", f"{where}/{number}"))
+            else:
+                differences += self.fields(old.fields[number], new.fields[number], f"{where}/{number}")
+        return differences
+
+    def fields(self, old: FieldModel, new: FieldModel, path: str) -> list[Difference]:
+        differences = [Difference("FIELD_NAME_CHANGED", path)] if old.name != new.name else []
+        labels = (old.label or None, new.label or None)
+        return differences + self.types(old.kind, old.type, new.kind, new.type, labels, path, old, new)
+
+    def types(self, old_kind: str, old_type: str, new_kind: str, new_type: str,
+              labels: tuple[str | None, str | None], path: str, old: FieldModel | None = None,
+              new: FieldModel | None = None) -> list[Difference]:
+        if _kind(old_kind) != _kind(new_kind):
+            return [Difference("FIELD_KIND_CHANGED", path)]
+        if _kind(old_kind) == "scalar":
+            return _compare_scalars(old_kind, old_type, new_kind, new_type, labels, path)
+        if old_kind == "map":
+            assert old is not None and new is not None
+            return [*self.types("scalar", old.key_type, "scalar", new.key_type, (None, None), path),
+                    *self.types(old.value_kind, _map_value(old), new.value_kind, _map_value(new), (None, None), path)]
+        return self._message_types(old_type, new_type, path)
+
+    def _message_types(self, old_type: str, new_type: str, path: str) -> list[Difference]:
+        old_full, new_full = old_type.lstrip("."), new_type.lstrip(".")
+        old_local = _local_name(old_full, self.old.packages.get(old_full, ""))
+        new_local = _local_name(new_full, self.new.packages.get(new_full, ""))
+        if old_local != new_local:
+            return [Difference("FIELD_NAMED_TYPE_CHANGED", path)]
+        old_message, new_message = self.old.types.get(old_full), self.new.types.get(new_full)
+        if old_message is None or new_message is None or (old_full, new_full) in self._active:
+            return []
+        self._active.add((old_full, new_full))
+        try:
+            inner = self.messages(old_message, new_message, f"#/{old_local}")
+        finally:
+            self._active.discard((old_full, new_full))
+        if any(not difference.compatible for difference in inner):
+            inner.append(Difference("FIELD_NAMED_TYPE_CHANGED", path))
+        return inner
+
+
 def _compare_files(old: FileModel, new: FileModel) -> list[Difference]:
+    return _Comparison(old, new).files()
+
+
+def _oneof_moves(old: MessageModel, new: MessageModel, path: str) -> list[Difference]:
+    """Fields that were plain in the old message and share a oneof in the new one: old data may set several."""
     differences: list[Difference] = []
-    if old.package != new.package:
-        differences.append(Difference("PACKAGE_CHANGED", "#/"))
-    if old.syntax != new.syntax:
-        differences.append(Difference("SYNTAX_CHANGED", "#/"))
-    for name in old.messages.keys() - new.messages.keys():
-        differences.append(Difference("MESSAGE_REMOVED", f"#/{name}"))
-    for name in new.messages.keys() - old.messages.keys():
-        differences.append(Difference("MESSAGE_ADDED", f"#/{name}"))
-    for name in old.enums.keys() - new.enums.keys():
-        differences.append(Difference("ENUM_REMOVED", f"#/{name}"))
-    for name in new.enums.keys() - old.enums.keys():
-        differences.append(Difference("ENUM_ADDED", f"#/{name}"))
-    for name in sorted(old.enums.keys() & new.enums.keys()):
-        differences += _compare_enums(old.enums[name], new.enums[name], f"#/{name}")
-    for name in sorted(old.messages.keys() & new.messages.keys()):
-        differences += _compare_messages(old, old.messages[name], new, new.messages[name], f"#/{name}")
-    return sorted(differences, key=lambda d: (d.path, d.kind))
+    for name, numbers in sorted(new.oneofs.items()):
+        moved = [n for n in numbers if n in old.fields and old.fields[n].oneof is None]
+        from_oneofs = [n for n in numbers if n in old.fields and old.fields[n].oneof is not None]
+        if len(moved) > 1:
+            differences.append(Difference("MULTIPLE_FIELDS_MOVED_TO_ONEOF", f"{path}/{name}"))
+        elif moved and from_oneofs:
+            differences.append(Difference("FIELD_MOVED_TO_EXISTING_ONEOF", f"{path}/{name}"))
+    return differences
 
 
 def _compare_enums(old: dict[str, int], new: dict[str, int], path: str) -> list[Difference]:
@@ -507,98 +639,32 @@ def _compare_enums(old: dict[str, int], new: dict[str, int], path: str) -> list[
                           for name in old.keys() & new.keys() if old[name] != new[name]]
 
 
-def _compare_messages(old_file: FileModel, old: MessageModel, new_file: FileModel, new: MessageModel,
-                      path: str) -> list[Difference]:
-    differences: list[Difference] = []
-    for number in sorted(old.fields.keys() | new.fields.keys()):
-        where = f"{path}/{number}"
-        before, after = old.fields.get(number), new.fields.get(number)
-        if after is None:
-            assert before is not None
-            differences.append(Difference("REQUIRED_FIELD_REMOVED" if before.label == "required" else "FIELD_REMOVED",
-                                          where))
-        elif before is None:
-            differences.append(Difference("REQUIRED_FIELD_ADDED" if after.label == "required" else "FIELD_ADDED",
-                                          where))
-        else:
-            differences += _compare_fields(old_file, before, new_file, after, where)
-    return differences + _compare_oneofs(old, new, path)
+def _kind(kind: str) -> str:
+    """Confluent's field kinds: an enum counts as a scalar (a varint on the wire)."""
+    return "scalar" if kind == "enum" else kind
 
 
-def _compare_oneofs(old: MessageModel, new: MessageModel, path: str) -> list[Difference]:
-    differences: list[Difference] = []
-    for name in sorted(old.oneofs.keys() | new.oneofs.keys()):
-        where = f"{path}/{name}"
-        before, after = old.oneofs.get(name), new.oneofs.get(name)
-        if after is None:
-            differences.append(Difference("ONEOF_REMOVED", where))
-        elif before is None:
-            differences.append(Difference("ONEOF_ADDED", where))
-            moved = [number for number in after if number in old.fields and old.fields[number].oneof is None]
-            if len(moved) > 1:
-                differences.append(Difference("MULTIPLE_FIELDS_MOVED_TO_ONEOF", where))
-        else:
-            differences += [Difference("ONEOF_FIELD_REMOVED", f"{where}/{number}") for number in sorted(before - after)]
-            for number in sorted(after - before):
-                was_plain = number in old.fields and old.fields[number].oneof is None
-                kind = "FIELD_MOVED_TO_EXISTING_ONEOF" if was_plain else "ONEOF_FIELD_ADDED"
-                differences.append(Difference(kind, f"{where}/{number}"))
-    return differences
+def _map_value(model: FieldModel) -> str:
+    return model.type[len(f"map<{model.key_type},"):-1]
 
 
-def _relative(full_name: str, package: str) -> str:
-    """A type's name without its file's package, so that moving to a new package does not rename every type."""
-    name = full_name.lstrip(".")
-    return name[len(package) + 1:] if package and name.startswith(f"{package}.") else name
+def _local_name(full_name: str, package: str) -> str:
+    """A type's name without its package, so that a package moved with its types renames nothing."""
+    return full_name[len(package) + 1:] if package and full_name.startswith(f"{package}.") else full_name
 
 
-def _compare_fields(old_file: FileModel, old: FieldModel, new_file: FileModel, new: FieldModel,
-                    path: str) -> list[Difference]:
-    differences: list[Difference] = []
-    if old.name != new.name:
-        differences.append(Difference("FIELD_NAME_CHANGED", path))
-    if old.kind == "map" or new.kind == "map":
-        if old.kind != new.kind:
-            return [*differences, Difference("FIELD_KIND_CHANGED", path)]
-        key_change = _compare_types("scalar", old.key_type, "scalar", new.key_type, old_file, new_file)
-        value_old = old.type[len(f"map<{old.key_type},"):-1]
-        value_new = new.type[len(f"map<{new.key_type},"):-1]
-        value_change = _compare_types(old.value_kind, value_old, new.value_kind, value_new, old_file, new_file)
-        return differences + [Difference(kind, path) for kind in (key_change, value_change) if kind]
-    change = _compare_types(old.kind, old.type, new.kind, new.type, old_file, new_file)
-    if change:
-        differences.append(Difference(change, path))
-    if (old.label == "repeated") != (new.label == "repeated") and change != "FIELD_KIND_CHANGED":
-        if old.kind == "enum" or _SCALAR_ENCODINGS.get(old.type) not in (None, "length"):
-            differences.append(Difference("FIELD_NUMERIC_LABEL_CHANGED", path))
-        elif old.kind == "scalar":
-            differences.append(Difference("FIELD_STRING_OR_BYTES_LABEL_CHANGED", path))
-    if old.label != "required" and new.label == "required":
-        differences.append(Difference("REQUIRED_FIELD_ADDED", path))
-    elif old.label == "required" and new.label != "required":
-        differences.append(Difference("REQUIRED_FIELD_REMOVED", path))
-    return differences
-
-
-def _encoding(kind: str, type_name: str) -> str | None:
-    return "varint" if kind == "enum" else _SCALAR_ENCODINGS.get(type_name) if kind == "scalar" else None
-
-
-def _compare_types(old_kind: str, old_type: str, new_kind: str, new_type: str, old_file: FileModel,
-                   new_file: FileModel) -> str | None:
-    old_encoding, new_encoding = _encoding(old_kind, old_type), _encoding(new_kind, new_type)
-    if (old_encoding is None) != (new_encoding is None):
-        return "FIELD_KIND_CHANGED"
-    if old_encoding is not None:
-        if old_encoding != new_encoding:
-            return "FIELD_SCALAR_KIND_CHANGED"
-        if old_kind == new_kind == "enum" and _relative(old_type, old_file.package) != _relative(
-                new_type, new_file.package):
-            return "FIELD_NAMED_TYPE_CHANGED"
-        return None
-    if _relative(old_type, old_file.package) != _relative(new_type, new_file.package):
-        return "FIELD_NAMED_TYPE_CHANGED"
-    return None
+def _compare_scalars(old_kind: str, old_type: str, new_kind: str, new_type: str,
+                     labels: tuple[str | None, str | None], path: str) -> list[Difference]:
+    old_encoding = "varint" if old_kind == "enum" else _SCALAR_ENCODINGS.get(old_type)
+    new_encoding = "varint" if new_kind == "enum" else _SCALAR_ENCODINGS.get(new_type)
+    if old_encoding != new_encoding:
+        return [Difference("FIELD_SCALAR_KIND_CHANGED", path)]
+    old_label, new_label = labels
+    # As in Confluent, a label is compared only when both fields spell one (proto3's implicit label is none).
+    if old_label is None or new_label is None or old_label == new_label:
+        return []
+    kind = "FIELD_STRING_OR_BYTES_LABEL_CHANGED" if old_encoding == "length" else "FIELD_NUMERIC_LABEL_CHANGED"
+    return [Difference(kind, path)]
 
 
 # Printing: the canonical text keeps the declarations and their order, without comments or layout;

@@ -3,7 +3,9 @@
 Golden cases come from Confluent's documentation of JSON Schema compatibility: the content models and their
 rules in https://docs.confluent.io/platform/current/schema-registry/fundamentals/serdes-develop/serdes-json.html
 ("JSON Schema compatibility rules") and the article it links,
-https://yokota.blog/2021/03/29/understanding-json-schema-compatibility/ (by the author of Confluent's checker).
+https://yokota.blog/2021/03/29/understanding-json-schema-compatibility/ (by the author of Confluent's checker);
+where those are silent, the behaviour of Confluent's checker (confluentinc/schema-registry,
+json-schema-provider's diff package), read for semantics.
 ``new.incompatibilities(old)`` is the BACKWARD check; FORWARD is ``old.incompatibilities(new)``.
 """
 
@@ -28,7 +30,7 @@ def parse(schema: Any, references: dict[str, Any] | None = None) -> JsonSchema:
 def error_types(new: Any, old: Any) -> list[str]:
     """The errorType of each message of the BACKWARD check of ``new`` against ``old``."""
     messages = parse(new).incompatibilities(parse(old))
-    return [re.match(r"\{errorType:'([A-Z_]+)'", message).group(1) for message in messages]  # type: ignore[union-attr]
+    return [re.match(r'\{errorType:"([A-Z_]+)"', message).group(1) for message in messages]  # type: ignore[union-attr]
 
 
 def obj(properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -76,7 +78,7 @@ def test_closed_model_removing_a_property_is_not_backward_compatible() -> None:
 def test_closed_model_adding_a_required_property_is_not_backward_compatible() -> None:
     old = obj(FOO_BAR, additionalProperties=False)
     new = obj(FOO_BAR_BAZ, required=["baz"], additionalProperties=False)
-    assert error_types(new, old) == ["REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL", "REQUIRED_ATTRIBUTE_ADDED"]
+    assert error_types(new, old) == ["REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"]
 
 
 def test_closed_model_adding_a_required_property_with_a_default_is_compatible() -> None:
@@ -126,10 +128,12 @@ def test_partially_open_model_through_pattern_properties() -> None:
         (STRING, {"type": ["string", "null"]}, []),
         ({"type": ["string", "null"]}, STRING, ["SUM_TYPE_NARROWED"]),
         (STRING, {}, []),
-        ({}, STRING, ["TYPE_NARROWED"]),
+        ({}, STRING, ["TYPE_CHANGED"]),
         (STRING, True, []),
-        (STRING, False, ["TYPE_NARROWED"]),
+        (STRING, False, ["TYPE_CHANGED"]),
         (False, STRING, []),
+        ({"properties": FOO_BAR}, obj(FOO_BAR), []),  # "properties" already makes an object schema
+        ({"maxLength": 3}, obj(FOO_BAR), ["TYPE_CHANGED"]),
     ],
 )
 def test_type_changes(old: Any, new: Any, expected: list[str]) -> None:
@@ -141,8 +145,8 @@ def test_nested_property_type_change_names_its_path() -> None:
     new = obj({"inner": obj({"x": {"type": "boolean"}})})
     messages = parse(new).incompatibilities(parse(old))
     assert messages == [
-        "{errorType:'TYPE_CHANGED', description:'The type of the schema at path "
-        "'#/properties/inner/properties/x' in the new schema does not match the old one'}"
+        '{errorType:"TYPE_CHANGED", description:"The type of the schema at path '
+        "'#/properties/inner/properties/x' in the reader schema does not match the writer schema\"}"
     ]
 
 
@@ -202,6 +206,10 @@ def test_enum_extended_narrowed_changed() -> None:
 def test_required_attribute_added_and_removed() -> None:
     assert error_types(obj(FOO_BAR, required=["foo"]), obj(FOO_BAR)) == ["REQUIRED_ATTRIBUTE_ADDED"]
     assert error_types(obj(FOO_BAR), obj(FOO_BAR, required=["foo"])) == []
+    with_default = obj({**FOO_BAR, "foo": {"type": "string", "default": "x"}}, required=["foo"])
+    assert error_types(with_default, obj(FOO_BAR)) == []
+    # Requiring a property neither schema declares is not judged, as in Confluent's checker.
+    assert error_types(obj(FOO_BAR, required=["other"]), obj(FOO_BAR)) == []
 
 
 def test_dependencies() -> None:
@@ -251,18 +259,43 @@ def test_sum_types() -> None:
     assert error_types(three, two) == []
     assert error_types(two, three) == ["SUM_TYPE_NARROWED"]
     assert error_types(two, STRING) == []  # a single type extended into a sum
+    assert error_types(STRING, two) == ["TYPE_CHANGED"]
     assert error_types({"oneOf": [{"type": "integer"}, {"type": "boolean"}]}, STRING) == ["TYPE_CHANGED"]
-    assert error_types({"anyOf": [STRING, {"type": "integer"}]}, two) == []  # oneOf -> anyOf extends
+    assert error_types({"anyOf": [STRING, {"type": "integer"}]}, two) == []  # towards anyOf loosens
     assert error_types(two, {"anyOf": [STRING, {"type": "integer"}]}) == ["COMBINED_TYPE_CHANGED"]
+    assert error_types(two, {"anyOf": [STRING]}) == []  # a single subschema may become a oneOf
     swapped = {"oneOf": [{"type": "boolean"}, {"type": "integer"}]}
     assert error_types(swapped, two) == ["COMBINED_TYPE_SUBSCHEMAS_CHANGED"]
+    assert error_types({"oneOf": [STRING, STRING, {"type": "integer"}]}, two) == []  # repeats collapse
+
+
+def test_singleton_combinations_compare_as_their_subschema() -> None:
+    assert error_types({"allOf": [STRING]}, STRING) == []
+    assert error_types(STRING, {"anyOf": [STRING]}) == []
+    assert error_types({"allOf": [{"type": "integer"}]}, STRING) == ["TYPE_CHANGED"]
 
 
 def test_product_types() -> None:
     one = {"allOf": [obj(FOO_BAR)]}
     two = {"allOf": [obj(FOO_BAR), {"required": ["foo"]}]}
-    assert error_types(one, two) == []
+    assert error_types(one, two) == []  # PRODUCT_TYPE_NARROWED is compatible
     assert error_types(two, one) == ["PRODUCT_TYPE_EXTENDED"]
+
+
+def test_removing_a_false_property_from_a_closed_model_is_compatible() -> None:
+    old = obj({**FOO_BAR, "gone": False}, additionalProperties=False)
+    assert error_types(obj(FOO_BAR, additionalProperties=False), old) == []
+
+
+def test_partially_open_model_still_judges_required_added_properties() -> None:
+    old = obj(FOO_BAR, additionalProperties=STRING)
+    new = obj(FOO_BAR_BAZ, required=["baz"], additionalProperties=STRING)
+    assert error_types(new, old) == ["REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"]
+
+
+def test_array_items_added_and_removed() -> None:
+    assert error_types({"type": "array", "items": STRING}, {"type": "array"}) == ["SCHEMA_ADDED"]
+    assert error_types({"type": "array"}, {"type": "array", "items": STRING}) == []
 
 
 def test_not() -> None:
