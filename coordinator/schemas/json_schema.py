@@ -1,7 +1,8 @@
 """JSON Schema as a schema registry format: parsing, Confluent's canonical forms and its compatibility rules.
 
 A schema is checked against the metaschema of its draft (``$schema``: draft 4, 6, 7, 2019-09 or 2020-12;
-draft 7 when absent, as Confluent assumes), and every ``$ref`` must resolve, locally or to a reference.
+draft 7 when absent or naming another draft, as Confluent assumes), and every ``$ref`` must resolve,
+locally or to a reference.
 
 Compatibility follows Confluent's rules for JSON Schema (docs.confluent.io, "Schema Evolution and
 Compatibility", and https://yokota.blog/2021/03/29/understanding-json-schema-compatibility/): the old
@@ -222,14 +223,12 @@ def _depth(value: Any) -> int:
 
 def _check_against_metaschema(document: Any, what: str) -> Specification[Any]:
     declared = document.get("$schema") if isinstance(document, dict) else None
-    if declared is not None and not isinstance(declared, str):
-        raise InvalidSchema(f"Invalid JSON schema in {what}: $schema must be a string")
-    unknown = object()
-    validator = validator_for(document, default=Draft7Validator) if declared is None else validator_for(
-        document, default=unknown)
+    # Like Confluent, a $schema naming no supported draft (or none) means draft 7; the draft 7 metaschema
+    # then refuses a $schema that is not a string.
+    validator = validator_for(document, default=Draft7Validator) if isinstance(declared, str) else Draft7Validator
     specification = _SPECIFICATIONS.get(validator)
     if specification is None:
-        raise InvalidSchema(f"Invalid JSON schema in {what}: unsupported $schema {declared!r}")
+        validator, specification = Draft7Validator, DRAFT7
     errors = sorted(validator(validator.META_SCHEMA).iter_errors(document), key=lambda e: list(e.path))
     if errors:
         first = errors[0]

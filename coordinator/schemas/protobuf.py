@@ -667,46 +667,81 @@ def _compare_scalars(old_kind: str, old_type: str, new_kind: str, new_type: str,
     return [Difference(kind, path)]
 
 
-# Printing: the canonical text keeps the declarations and their order, without comments or layout;
-# the normalized text also sorts imports and options and uses the fully qualified type names.
+# Printing, in the layout of Confluent's canonical string: in a file the imports, options, messages, enums,
+# extensions and services; in a message the reserved ranges, options, fields, oneofs, groups, extension
+# ranges, nested messages and nested enums; comments and spacing dropped, so that they do not change a
+# schema's identity. The normalized text also sorts what carries no meaning in its order (imports, options,
+# fields, oneofs, enum values, reserved ranges) and writes every type name fully qualified; the order of
+# messages is kept, as serialized records name their message by its index.
 
 
 def _print_file(tree: ast.File, normalize: bool) -> str:
     lines: list[str] = []
     if tree.edition is not None:
         lines.append(f'edition = "{tree.edition}";')
-    else:
-        lines.append(f'syntax = "{tree.syntax or "proto2"}";')
+    elif tree.syntax is not None and (not normalize or tree.syntax == "proto3"):
+        lines.append(f'syntax = "{tree.syntax}";')
     elements = [element for element in tree.file_elements if not isinstance(element, ast.Comment)]
-    packages = [element for element in elements if isinstance(element, ast.Package)]
-    imports = [element for element in elements if isinstance(element, ast.Import)]
-    options = [element for element in elements if isinstance(element, ast.Option)]
-    if normalize:
-        imports.sort(key=lambda element: element.name)
-        options.sort(key=lambda element: element.name)
-    lines += [f"package {element.name};" for element in packages]
-    lines += [f'import {"public " if element.public else "weak " if element.weak else ""}"{element.name}";'
-              for element in imports]
-    lines += [f"option {element.name} = {_value(element.value)};" for element in options]
-    for element in elements:
-        if not isinstance(element, ast.Package | ast.Import | ast.Option):
+    lines += [f"package {element.name};" for element in _of(elements, ast.Package)]
+    for public in (False, True):
+        imports = [element for element in _of(elements, ast.Import) if element.public == public]
+        texts = [f'import {"public " if public else "weak " if element.weak else ""}"{element.name}";'
+                 for element in imports]
+        lines += sorted(set(texts)) if normalize else texts
+    lines += _print_options(_of(elements, ast.Option), normalize, 0)
+    for kind in (ast.Message, ast.Enum, ast.Extension, ast.Service):
+        for element in _of(elements, kind):
             lines += _print_element(element, normalize, 0)
     return "\n".join(lines) + "\n"
 
 
+def _of(elements: Iterable[Any], kind: type) -> list[Any]:
+    return [element for element in elements if isinstance(element, kind)]
+
+
+def _print_options(options: list[ast.Option], normalize: bool, depth: int) -> list[str]:
+    ordered = sorted(options, key=lambda option: option.name) if normalize else options
+    return [f"{'  ' * depth}option {option.name} = {_value(option.value)};" for option in ordered]
+
+
+def _print_block(head: str, body: list[str], depth: int) -> list[str]:
+    indent = "  " * depth
+    return [f"{indent}{head} {{", *body, f"{indent}}}"]
+
+
 def _print_element(element: Any, normalize: bool, depth: int) -> list[str]:
     indent = "  " * depth
-    if isinstance(element, ast.Message | ast.Enum | ast.Service | ast.OneOf):
-        keyword = {ast.Message: "message", ast.Enum: "enum", ast.Service: "service", ast.OneOf: "oneof"}[type(element)]
-        return [f"{indent}{keyword} {element.name} {{", *_print_body(element.elements, normalize, depth + 1),
-                f"{indent}}}"]
+    if isinstance(element, ast.Message):
+        return _print_block(f"message {element.name}", _print_message_body(element.elements, normalize, depth + 1),
+                            depth)
     if isinstance(element, ast.Group):
         label = f"{element.cardinality.value.lower()} " if element.cardinality else ""
-        return [f"{indent}{label}group {element.name} = {element.number} {{",
-                *_print_body(element.elements, normalize, depth + 1), f"{indent}}}"]
+        return _print_block(f"{label}group {element.name} = {element.number}",
+                            _print_message_body(element.elements, normalize, depth + 1), depth)
+    if isinstance(element, ast.Enum):
+        values = _of(element.elements, ast.EnumValue)
+        if normalize:
+            values.sort(key=lambda value: (value.number, value.name))
+        body = [*_print_reserved(_of(element.elements, ast.EnumReserved), normalize, depth + 1),
+                *_print_options(_of(element.elements, ast.Option), normalize, depth + 1),
+                *(line for value in values for line in _print_element(value, normalize, depth + 1))]
+        return _print_block(f"enum {element.name}", body, depth)
+    if isinstance(element, ast.OneOf):
+        members = _of(element.elements, ast.Field) + _of(element.elements, ast.Group)
+        if normalize:
+            members.sort(key=lambda member: member.number)
+        body = [*_print_options(_of(element.elements, ast.Option), normalize, depth + 1),
+                *(line for member in members for line in _print_element(member, normalize, depth + 1))]
+        return _print_block(f"oneof {element.name}", body, depth)
+    if isinstance(element, ast.Service):
+        body = [*_print_options(_of(element.elements, ast.Option), normalize, depth + 1),
+                *(line for method in _of(element.elements, ast.Method)
+                  for line in _print_element(method, normalize, depth + 1))]
+        return _print_block(f"service {element.name}", body, depth)
     if isinstance(element, ast.Extension):
-        return [f"{indent}extend {element.typeName} {{", *_print_body(element.elements, normalize, depth + 1),
-                f"{indent}}}"]
+        body = [line for member in element.elements if not isinstance(member, ast.Comment)
+                for line in _print_element(member, normalize, depth + 1)]
+        return _print_block(f"extend {element.typeName}", body, depth)
     if isinstance(element, ast.Field):
         label = f"{element.cardinality.value.lower()} " if element.cardinality else ""
         return [f"{indent}{label}{element.type} {element.name} = {element.number}"
@@ -716,32 +751,60 @@ def _print_element(element: Any, normalize: bool, depth: int) -> list[str]:
                 f"{_compact_options(element.options, normalize)};"]
     if isinstance(element, ast.EnumValue):
         return [f"{indent}{element.name} = {element.number}{_compact_options(element.options, normalize)};"]
-    if isinstance(element, ast.Option):
-        return [f"{indent}option {element.name} = {_value(element.value)};"]
-    if isinstance(element, ast.Reserved | ast.EnumReserved):
-        parts = [str(text) for text in element.ranges] or [f'"{name}"' for name in element.names]
-        return [f"{indent}reserved {', '.join(parts)};"]
     if isinstance(element, ast.ExtensionRange):
         return [f"{indent}extensions {', '.join(str(text) for text in element.ranges)}"
                 f"{_compact_options(element.options, normalize)};"]
     if isinstance(element, ast.Method):
         head = (f"{indent}rpc {element.name} {_message_type(element.input_type)} "
                 f"returns {_message_type(element.output_type)}")
-        body = _print_body(element.elements, normalize, depth + 1)
-        return [f"{head} {{", *body, f"{indent}}}"] if body else [f"{head};"]
+        body = _print_options(_of(element.elements, ast.Option), normalize, depth + 1)
+        return [f"{head} {{", *body, f"{indent}}};"] if body else [f"{head};"]
     return []
+
+
+def _print_message_body(elements: list[Any], normalize: bool, depth: int) -> list[str]:
+    fields = [element for element in elements if isinstance(element, ast.Field | ast.MapField)]
+    oneofs = [oneof for oneof in _of(elements, ast.OneOf) if not normalize or _oneof_members(oneof)]
+    groups = _of(elements, ast.Group)
+    if normalize:
+        fields.sort(key=lambda element: element.number)
+        oneofs.sort(key=lambda oneof: min(_oneof_members(oneof)))
+        groups.sort(key=lambda element: element.number)
+    lines = [*_print_reserved(_of(elements, ast.Reserved), normalize, depth),
+             *_print_options(_of(elements, ast.Option), normalize, depth)]
+    for element in [*fields, *oneofs, *groups, *_of(elements, ast.ExtensionRange), *_of(elements, ast.Extension),
+                    *_of(elements, ast.Message), *_of(elements, ast.Enum)]:
+        lines += _print_element(element, normalize, depth)
+    return lines
+
+
+def _oneof_members(oneof: ast.OneOf) -> list[int]:
+    return [member.number for member in oneof.elements if isinstance(member, ast.Field | ast.Group)]
+
+
+def _print_reserved(reserveds: list[Any], normalize: bool, depth: int) -> list[str]:
+    indent = "  " * depth
+    if not normalize:
+        return [f"{indent}reserved {', '.join(_reserved_parts(element))};" for element in reserveds]
+    numbers: list[tuple[int, str]] = []
+    names: list[str] = []
+    for element in reserveds:
+        names += [f'"{name}"' for name in element.names]
+        for text in element.ranges:
+            match = _RANGE.match(str(text))
+            if match is not None:
+                low, high = match.group(1), match.group(2)
+                numbers.append((int(low), low if high is None or high == low else f"{low} to {high}"))
+    ordered = [text for _, text in sorted(numbers)] + sorted(names)
+    return [f"{indent}reserved {text};" for text in ordered]
+
+
+def _reserved_parts(element: Any) -> list[str]:
+    return [str(text) for text in element.ranges] + [f'"{name}"' for name in element.names]
 
 
 def _message_type(value: ast.MessageType) -> str:
     return f"({'stream ' if value.stream else ''}{value.type})"
-
-
-def _print_body(elements: Iterable[Any], normalize: bool, depth: int) -> list[str]:
-    kept = [element for element in elements if not isinstance(element, ast.Comment)]
-    if normalize:
-        options = sorted((element for element in kept if isinstance(element, ast.Option)), key=lambda o: o.name)
-        kept = options + [element for element in kept if not isinstance(element, ast.Option)]
-    return [line for element in kept for line in _print_element(element, normalize, depth)]
 
 
 def _compact_options(options: list[ast.Option], normalize: bool) -> str:

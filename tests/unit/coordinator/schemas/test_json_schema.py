@@ -361,7 +361,7 @@ def test_canonical_keeps_non_ascii_text() -> None:
     "text",
     [
         "", "{", "[]", "3", '"x"', "null", '{"type": 5}', '{"type": "strin"}', '{"properties": []}',
-        '{"$schema": 3}', '{"$schema": "http://json-schema.org/draft-03/schema#"}', '{"$schema": "nope"}',
+        '{"$schema": 3}',
         '{"maxLength": -1}', '{"minimum": NaN}', '{"required": "a"}', "[" * 5000 + "]" * 5000,
         '{"items": ' * 80 + "{}" + "}" * 80, '{"$ref": 3}', '{"$ref": "http://[::1"}',
         '{"$schema": "http://json-schema.org/draft-04/schema#", "not": true}',
@@ -375,6 +375,13 @@ def test_malformed_schemas_raise_invalid_schema(text: str) -> None:
 def test_malformed_reference_raises_invalid_schema() -> None:
     with pytest.raises(InvalidSchema, match=r"reference 'a\.json'"):
         JSON_SCHEMA_FORMAT.parse('{"$ref": "a.json"}', {"a.json": "{"})
+
+
+def test_an_unknown_schema_dialect_means_draft_7() -> None:
+    for declared in ("http://json-schema.org/draft-03/schema#", "urn:unknown"):
+        assert parse({"$schema": declared, **obj(FOO_BAR)}).incompatibilities(parse(obj(FOO_BAR))) == []
+    with pytest.raises(InvalidSchema):
+        parse({"$schema": "urn:unknown", "type": "strin"})
 
 
 def test_every_draft_parses() -> None:

@@ -282,6 +282,34 @@ def test_canonical_keeps_declaration_order_and_options() -> None:
     assert parse(deprecated).canonical != parse(proto3("enum E { A = 0; B = 1; }")).canonical
 
 
+def test_canonical_groups_declarations_as_confluent_prints_them() -> None:
+    # Confluent's canonical string lists a message's fields before its oneofs and nested types, and a file's
+    # messages before its enums: moving those declarations around does not make another schema.
+    one = parse(proto3("enum E { A = 0; } message M { oneof o { string s = 2; } int32 a = 1; message N {} }"))
+    other = parse(proto3("message M { message N {} int32 a = 1; oneof o { string s = 2; } } enum E { A = 0; }"))
+    assert one.canonical == other.canonical
+    assert one.canonical == (
+        'syntax = "proto3";\npackage demo;\nmessage M {\n  int32 a = 1;\n  oneof o {\n    string s = 2;\n  }\n'
+        "  message N {\n  }\n}\nenum E {\n  A = 0;\n}\n")
+
+
+def test_normalized_sorts_fields_oneofs_enum_values_and_reserved_ranges() -> None:
+    one = parse(proto3("message M { reserved 9, 4 to 5; int32 b = 2; int32 a = 1; oneof y { string t = 8; } "
+                       "oneof x { string s = 7; } } enum E { A = 0; C = 2; B = 1; }"))
+    other = parse(proto3("message M { int32 a = 1; int32 b = 2; reserved 4 to 5; reserved 9; "
+                         "oneof x { string s = 7; } oneof y { string t = 8; } } enum E { A = 0; B = 1; C = 2; }"))
+    assert one.canonical != other.canonical
+    assert one.normalized() == other.normalized()
+    assert one.normalized().startswith('syntax = "proto3";\npackage demo;\nmessage M {\n  reserved 4 to 5;\n'
+                                       "  reserved 9;\n  int32 a = 1;\n  int32 b = 2;\n  oneof x {")
+
+
+def test_normalized_keeps_the_order_of_messages() -> None:
+    # A serialized record names its message by index in the file, so message order is meaningful.
+    one = parse(proto3("message A {} message B {}"))
+    assert one.normalized() != parse(proto3("message B {} message A {}")).normalized()
+
+
 def test_normalized_sorts_imports_and_options_and_qualifies_types() -> None:
     header_ab = 'import "google/protobuf/any.proto";\nimport "google/protobuf/empty.proto";\n' \
                 'option java_package = "x";\noption go_package = "y";'
