@@ -1,7 +1,9 @@
 """Protobuf as a schema registry format: .proto parsing, Confluent's canonical forms and its compatibility rules.
 
-The text is parsed by ``proto-schema-parser`` (an ANTLR grammar of the .proto language, no protoc) with
-its error recovery turned off, then checked as protoc would check it where it matters to the registry:
+The text is .proto source, or the base64 of a compiled ``FileDescriptorProto`` (what confluent-kafka's
+Python serializer registers; see protobuf_descriptor.py). The source is parsed by ``proto-schema-parser``
+(an ANTLR grammar of the .proto language, no protoc) with its error recovery turned off, then checked as
+protoc would check it where it matters to the registry:
 the syntax, field numbers (range, reserved, duplicates), names, ``required`` only in proto2, map keys, and
 every type name resolved through the file's scopes and its imports. Imports come from the references
 (import path -> schema text), or are the files Confluent ships built in: Google's well-known types
@@ -30,6 +32,12 @@ from typing import Any
 
 from antlr4.error.ErrorListener import ErrorListener
 from minikafka.coordinator.schemas.errors import InvalidSchema
+from minikafka.coordinator.schemas.protobuf_descriptor import (
+    compile_file,
+    looks_serialized,
+    serialized,
+    text_of_serialized,
+)
 from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
@@ -187,10 +195,16 @@ class FileModel:
 class ProtobufSchema:
     """A parsed .proto file: its canonical and normalized texts and its compatibility against an older one."""
 
-    def __init__(self, model: FileModel, canonical: str, normalized: str) -> None:
+    def __init__(self, model: FileModel, canonical: str, normalized: str, descriptor: str) -> None:
         self.model = model
         self.canonical = canonical
         self._normalized = normalized
+        self._descriptor = descriptor
+
+    def serialized(self) -> str:
+        """The base64 ``FileDescriptorProto`` of the schema: Confluent's ``format=serialized`` form, the one
+        confluent-kafka's Python serializer registers and its deserializer asks for."""
+        return self._descriptor
 
     def normalized(self) -> str:
         """Confluent's ``normalize=true`` form: imports and options sorted, type names fully qualified."""
@@ -246,6 +260,8 @@ def _syntax_tree(text: str, what: str) -> ast.File:
         raise InvalidSchema(f"Invalid Protobuf schema in {what}: the schema must be a string")
     if not text.strip():
         raise InvalidSchema(f"Invalid Protobuf schema in {what}: the schema is empty")
+    if looks_serialized(text):
+        text = text_of_serialized(text, what)
     listener = _RaisingErrorListener(what)
 
     def strict(recognizer: Any) -> None:
@@ -361,8 +377,10 @@ def _resolve(type_name: str, scope: str, symbols: Mapping[str, str], what: str) 
 def _parse_schema(text: str, references: Mapping[str, str]) -> ProtobufSchema:
     tree = _syntax_tree(text, "the schema")
     qualified = copy.deepcopy(tree)
-    model, _ = _model(qualified, _Loader(references), 0, (), "the schema")
-    return ProtobufSchema(model, _print_file(tree, normalize=False), _print_file(qualified, normalize=True))
+    model, visible = _model(qualified, _Loader(references), 0, (), "the schema")
+    descriptor = serialized(compile_file(qualified, visible.symbols))
+    return ProtobufSchema(model, _print_file(tree, normalize=False), _print_file(qualified, normalize=True),
+                          descriptor)
 
 
 def _model(tree: ast.File, loader: _Loader, depth: int, loading: tuple[str, ...],
