@@ -122,3 +122,43 @@ def test_fuzz_mutated_descriptors(data: st.DataObject) -> None:
     except InvalidSchema:
         return
     assert schema.serialized()
+
+
+class RecordingRegistry:
+    """Stands in for confluent-kafka's SchemaRegistryClient: keeps what the serializer registers."""
+
+    def __init__(self) -> None:
+        self.registered: dict[str, object] = {}
+
+    def register_schema(self, subject: str, schema: object, normalize_schemas: bool = False) -> int:
+        self.registered[subject] = schema
+        return len(self.registered)
+
+    def register_schema_full_response(self, subject: str, schema: object, normalize_schemas: bool = False) -> object:
+        return type("Registered", (), {"schema_id": self.register_schema(subject, schema), "guid": None})()
+
+    def lookup_schema(self, subject: str, schema: object, normalize_schemas: bool = False, **_: object) -> object:
+        return type("Registered", (), {"version": 1, "schema_id": 1, "guid": None})()
+
+    def get_associations_by_resource_name(self, **_: object) -> object:
+        # confluent-kafka 2.16's default subject name strategy asks for the topic's associations first and
+        # falls back to topic naming on a 404, which is what a registry without associations answers.
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        raise SchemaRegistryError(404, 40401, "Not found")
+
+
+def test_what_confluent_kafkas_protobuf_serializer_registers_parses() -> None:
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    registry = RecordingRegistry()
+    serializer = ProtobufSerializer(trace_pb2.Span, registry, {"use.deprecated.format": False})  # type: ignore[arg-type]
+    serializer(trace_pb2.Span(name="checkout"), SerializationContext("spans", MessageField.VALUE))
+    texts = {subject: schema.schema_str for subject, schema in registry.registered.items()}  # type: ignore[attr-defined]
+    assert set(texts) == {"spans-value", "opentelemetry/proto/common/v1/common.proto",
+                          "opentelemetry/proto/resource/v1/resource.proto"}
+    # References name the imported file and the subject it was registered under (here the same).
+    schema = PROTOBUF_FORMAT.parse(texts["spans-value"], texts)
+    assert "message Span {" in schema.canonical
+    assert "import \"opentelemetry/proto/common/v1/common.proto\";" in schema.canonical
