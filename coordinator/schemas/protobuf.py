@@ -25,6 +25,7 @@ int32/int64/uint32/uint64/bool and enums, sint32/sint64, fixed32/sfixed32, fixed
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -46,6 +47,10 @@ _RESERVED_BY_PROTOBUF = range(19_000, 20_000)
 
 # Imports deeper than this are refused (a chain of references importing each other).
 MAX_IMPORT_DEPTH = 32
+
+# Parsed schemas kept by (text, references): parsing is CPU-bound (the ANTLR parser is pure Python, tens
+# of milliseconds for a small file), and a registry parses the same versions again for transitive checks.
+PARSE_CACHE_SIZE = 256
 
 _SCALAR_ENCODINGS = {
     "int32": "varint", "int64": "varint", "uint32": "varint", "uint64": "varint", "bool": "varint",
@@ -231,14 +236,28 @@ class ProtobufFormat:
 
     def parse(self, text: str, references: Mapping[str, str]) -> ProtobufSchema:
         try:
-            return _parse_schema(text, references)
-        except InvalidSchema:
-            raise
-        except (RecursionError, MemoryError) as error:
-            raise InvalidSchema(f"Invalid Protobuf schema: too deeply nested ({type(error).__name__})") from error
-        except Exception as error:
-            # The ANTLR runtime and the AST builder raise many kinds of errors on strange input.
-            raise InvalidSchema(f"Invalid Protobuf schema: {type(error).__name__}: {error}") from error
+            key = (text, tuple(sorted(references.items())))
+            hash(key)
+        except Exception:
+            return _parse_guarded(text, references)  # odd input (not strings): nothing to cache by
+        return _parse_cached(*key)
+
+
+@functools.lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _parse_cached(text: str, references: tuple[tuple[str, str], ...]) -> ProtobufSchema:
+    return _parse_guarded(text, dict(references))
+
+
+def _parse_guarded(text: str, references: Mapping[str, str]) -> ProtobufSchema:
+    try:
+        return _parse_schema(text, references)
+    except InvalidSchema:
+        raise
+    except (RecursionError, MemoryError) as error:
+        raise InvalidSchema(f"Invalid Protobuf schema: too deeply nested ({type(error).__name__})") from error
+    except Exception as error:
+        # The ANTLR runtime and the AST builder raise many kinds of errors on strange input.
+        raise InvalidSchema(f"Invalid Protobuf schema: {type(error).__name__}: {error}") from error
 
 
 PROTOBUF_FORMAT = ProtobufFormat()

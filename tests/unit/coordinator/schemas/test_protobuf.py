@@ -349,6 +349,18 @@ def test_malformed_schemas_raise_invalid_schema(text: str) -> None:
 def test_non_string_input_raises_invalid_schema() -> None:
     with pytest.raises(InvalidSchema):
         PROTOBUF_FORMAT.parse(b"message A {}", {})  # type: ignore[arg-type]
+    with pytest.raises(InvalidSchema):
+        PROTOBUF_FORMAT.parse(["message A {}"], {})  # type: ignore[arg-type]
+    with pytest.raises(InvalidSchema):
+        PROTOBUF_FORMAT.parse('import "a.proto"; message A {}', {"a.proto": ["x"]})  # type: ignore[dict-item]
+
+
+def test_parses_are_cached_by_text_and_references() -> None:
+    assert parse(USER) is parse(USER)
+    assert parse(USER) is not parse(USER, {"unused.proto": "message X {}"})
+    for _ in range(2):  # an invalid schema stays invalid: errors are not cached as results
+        with pytest.raises(InvalidSchema):
+            parse("message A {")
 
 
 def test_proto2_groups_and_services_parse() -> None:
