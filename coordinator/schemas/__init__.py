@@ -1,0 +1,1 @@
+"""The schema registry's model: subjects, versions, schema formats and their compatibility rules."""
