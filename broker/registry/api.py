@@ -44,6 +44,13 @@ _BODY_TYPES = frozenset({"application/vnd.schemaregistry.v1+json", "application/
                          "application/json", "application/octet-stream", ""})
 
 
+class _Text:
+    """An answer that is a schema's own text, sent as it is (GET .../schema), as Confluent sends it."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
 class _BadRequest(Exception):
     def __init__(self, response: Response) -> None:
         super().__init__(response.body)
@@ -118,6 +125,8 @@ class RegistryApi:
             if request.path.strip("/") else []
         try:
             status, body = self._route(request, segments)
+            if isinstance(body, _Text):
+                return Response(status, None, raw=body.text.encode())
             return Response(status, body)
         except RegistryError as exc:
             return error(status_of(exc.error_code), exc.error_code, exc.message)
@@ -159,7 +168,7 @@ class RegistryApi:
         if len(rest) == 2:
             return 200, _schema_json(registry.schema_by_id(schema_id, request.query.get("subject") or None))
         if rest[2] == "schema":
-            return 200, registry.schema_by_id(schema_id, request.query.get("subject") or None).schema
+            return 200, _Text(registry.schema_by_id(schema_id, request.query.get("subject") or None).schema)
         if rest[2] == "versions":
             return 200, [{"subject": s, "version": v} for s, v in registry.versions_of_id(schema_id, deleted)]
         if rest[2] == "subjects":
@@ -193,7 +202,7 @@ class RegistryApi:
             if rest[3] == "referencedby":
                 return 200, registry.referenced_by(subject, version)
             if rest[3] == "schema":
-                return 200, registry.version(subject, version, deleted).schema
+                return 200, _Text(registry.version(subject, version, deleted).schema)
             raise _BadRequest(error(404, 404, "HTTP 404 Not Found"))
         self._allow(request, "GET", "DELETE")
         if request.method == "DELETE":

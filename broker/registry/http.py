@@ -49,8 +49,9 @@ class Request:
 @dataclass
 class Response:
     status: int
-    body: Any  # JSON
+    body: Any  # JSON, unless `raw`
     headers: dict[str, str] = field(default_factory=dict)
+    raw: bytes | None = None  # sent as it is (a schema's own text)
 
 
 def error(status: int, error_code: int, message: str) -> Response:
@@ -199,7 +200,7 @@ async def _discard_unread(reader: asyncio.StreamReader) -> None:
 
 
 async def _write(writer: asyncio.StreamWriter, response: Response, close: bool) -> None:
-    payload = json.dumps(response.body).encode()
+    payload = response.raw if response.raw is not None else json.dumps(response.body).encode()
     extra = "".join(f"{name}: {value}\r\n" for name, value in response.headers.items())
     connection = "close" if close else "keep-alive"
     writer.write(f"HTTP/1.1 {response.status} {_REASONS.get(response.status, 'Error')}\r\n"
