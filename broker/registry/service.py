@@ -4,7 +4,7 @@ and can be reset by the control plane between tests."""
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, deque
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from minikafka.broker.wire.services import BrokerServices
 
 _log = structlog.get_logger("minikafka.schema_registry")
+
+RECENT_EXCHANGES = 200
 
 
 _PLACEHOLDERS = {"subjects": "{s}", "ids": "{id}", "versions": "{v}", "config": "{s}", "mode": "{s}"}
@@ -43,7 +45,9 @@ class SchemaRegistryService:
         self._server = HttpServer(self._handle, host, port)
         # (route, HTTP status) -> requests answered, for /metrics and the inspector.
         self.requests: Counter[tuple[str, int]] = Counter()
-        self.started_ms = 0
+        # The newest exchanges, oldest first, for the inspector and GET /schema-registry on the admin API.
+        self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_EXCHANGES)
+        self._now_ms = services.clock.now_ms
 
     @property
     def port(self) -> int:
@@ -74,11 +78,20 @@ class SchemaRegistryService:
         self.registry.reset()
 
     async def _handle(self, request: Request) -> Response:
+        started = time.perf_counter_ns()
         response = await self._api.handle(request)
-        self.requests[(_route_name(request), response.status)] += 1
+        route = _route_name(request)
+        self.requests[(route, response.status)] += 1
+        error_code = response.body.get("error_code") if isinstance(response.body, dict) else None
+        self.recent.append({"time_ms": self._now_ms(), "method": request.method, "path": request.path[:200],
+                            "route": route, "status": response.status, "error_code": error_code,
+                            "latency_ms": round((time.perf_counter_ns() - started) / 1e6, 3)})
         return response
 
     def snapshot(self) -> dict[str, Any]:
+        """Subjects with their versions and levels, the global level and mode, request counts per route and
+        status, and the newest exchanges."""
         return {"url": self.url, **self.registry.summary(),
                 "requests": [{"route": route, "status": status, "count": count}
-                             for (route, status), count in sorted(self.requests.items())]}
+                             for (route, status), count in sorted(self.requests.items())],
+                "recent": list(self.recent)}
