@@ -31,7 +31,7 @@ def test_the_python_examples_run() -> None:
     assert len(examples) == 2
     with Broker(schema_registry=True) as broker:
         for example in examples:
-            exec(compile(_addressed(example, broker), str(PAGE), "exec"), {})  # noqa: S102 - the page's own code
+            exec(compile(_addressed(example, broker), str(PAGE), "exec"), {})  # the page's own code
 
 
 def test_the_shell_examples_answer_what_the_page_shows() -> None:
