@@ -32,7 +32,7 @@ from minikafka.broker.observe.debugging import install_debugging
 from minikafka.broker.observe.metrics import BrokerMetrics
 from minikafka.broker.security.acls import Authorizer
 from minikafka.broker.security.sasl_server import SaslServer
-from minikafka.broker.security.session import SASL_SSL, SSL, KafkaPrincipal, Session
+from minikafka.broker.security.session import SASL_PLAINTEXT, SASL_SSL, SSL, KafkaPrincipal, Session
 from minikafka.broker.wire.cluster import ClusterView, Node
 from minikafka.broker.wire.connection import Connection, RequestSlots
 from minikafka.broker.wire.registry import Registry
@@ -140,6 +140,18 @@ _AUTHORIZERS = frozenset({"org.apache.kafka.metadata.authorizer.StandardAuthoriz
                           "kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer"})
 
 
+def _schema_registry_listener(config: BrokerConfig) -> Listener | None:
+    """The listener whose security the schema registry takes (schema.registry.listener.name), if any."""
+    name = config.schema_registry_listener
+    if name is None or config.schema_registry_port is None:
+        return None
+    for listener in served_listeners(config):
+        if listener.name == name:
+            return listener
+    raise ConfigError(f"invalid value {name!r} for configuration schema.registry.listener.name: no listener of "
+                      "that name in listeners")
+
+
 def _authorizer_for(config: BrokerConfig) -> Authorizer | None:
     name = config.properties.get("authorizer.class.name", "").strip()
     if not name:
@@ -226,6 +238,7 @@ class BrokerServer:
 
     async def start(self) -> None:
         config = self.config
+        _schema_registry_listener(config)  # a wrong name stops the start before anything is opened
         # Dynamic broker configs set through the admin APIs sit over the static topic defaults.
         dynamic_configs = DynamicConfigStore.load(config)
         logs = LogManager(config.data_dir, dynamic_configs.log_defaults(), self.clock, node_id=config.node_id,
@@ -296,8 +309,19 @@ class BrokerServer:
         )
 
         assert self.services is not None
+        services = self.services
+        tls: ssl.SSLContext | None = None
+        authenticate: Callable[[str, str], bool] | None = None
+        listener = _schema_registry_listener(self.config)
+        if listener is not None:
+            if listener.security_protocol in (SSL, SASL_SSL):
+                tls = _tls_for(self.config, listener).context
+            sasl = services.sasl
+            if listener.security_protocol in (SASL_PLAINTEXT, SASL_SSL) and sasl is not None:
+                listener_name = listener.name
+                authenticate = lambda user, password: sasl.verify_password(listener_name, user, password)  # noqa: E731
         self.schema_registry = SchemaRegistryService(
-            self.services, self.config.schema_registry_host or self.config.host, port)
+            services, self.config.schema_registry_host or self.config.host, port, tls, authenticate)
         await self.schema_registry.start()
         self.services.schema_registry = self.schema_registry
 

@@ -137,6 +137,10 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
      "the `_schemas` topic; unset: off, 0: a free port. `--schema-registry-port` sets it."),
     ("schema.registry.host", "string", None,
      "minikafka: address the schema registry binds; unset: the broker's host."),
+    ("schema.registry.listener.name", "string", None,
+     "minikafka: a listener whose security the schema registry takes: HTTPS with its key store (SSL, "
+     "SASL_SSL), HTTP basic auth with its SASL users (PLAIN users and SCRAM credentials; SASL_PLAINTEXT, "
+     "SASL_SSL). Unset: plain HTTP, no authentication."),
     ("admin.listener.host", "string", "127.0.0.1",
      "minikafka: address the admin listener binds; loopback unless set, as it can make the broker fail. Any "
      "other address needs admin.listener.token."),
@@ -369,6 +373,7 @@ class BrokerConfig:
     admin_token: str | None = None
     schema_registry_port: int | None = None  # None: no schema registry
     schema_registry_host: str | None = None  # None: the broker's host
+    schema_registry_listener: str | None = None  # a listener whose security the registry takes
     kafka_version: str = NEWEST_KAFKA_VERSION  # minikafka.kafka.version, a broker/config/versions.py profile
     clock: str = "system"  # or "manual" (minikafka.clock)
     trace_file: str | None = None  # "-": standard output
@@ -589,6 +594,7 @@ def build_config(
                                  get("admin.listener.host")),
         schema_registry_port=_admin_port(props.get("schema.registry.port"), "schema.registry.port"),
         schema_registry_host=props.get("schema.registry.host") or None,
+        schema_registry_listener=(props.get("schema.registry.listener.name") or "").strip().upper() or None,
         kafka_version=kafka_version,
         clock=_clock(get("minikafka.clock")),
         trace_file=props.get("minikafka.trace.file") or None,

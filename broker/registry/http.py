@@ -10,6 +10,8 @@ answers one request per connection, which would make every registry call a new T
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import json
 import ssl
@@ -67,11 +69,33 @@ class _Refused(Exception):
 
 
 Handler = Callable[[Request], Awaitable[Response]]
+# user, password -> may this user in (HTTP basic auth); None: no authentication.
+Authenticator = Callable[[str, str], bool]
+
+
+def _unauthorized() -> Response:
+    return Response(401, {"error_code": 401, "message": "Unauthorized"},
+                    {"WWW-Authenticate": 'Basic realm="SchemaRegistry"'})
+
+
+def basic_credentials(header: str) -> tuple[str, str] | None:
+    """The user and password of an `Authorization: Basic ...` header (RFC 7617), or None."""
+    scheme, _, token = header.strip().partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(token.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    user, sep, password = decoded.partition(":")
+    return (user, password) if sep else None
 
 
 class HttpServer:
-    def __init__(self, handle: Handler, host: str, port: int, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, handle: Handler, host: str, port: int, tls: ssl.SSLContext | None = None,
+                 authenticate: Authenticator | None = None) -> None:
         self._handle = handle
+        self._authenticate = authenticate
         self.host = host
         self.requested_port = port
         self.port = 0
@@ -130,6 +154,10 @@ class HttpServer:
             writer.close()
 
     async def _answer(self, request: Request) -> Response:
+        if self._authenticate is not None:
+            credentials = basic_credentials(request.headers.get("authorization", ""))
+            if credentials is None or not self._authenticate(*credentials):
+                return _unauthorized()
         try:
             return await self._handle(request)
         except Exception:  # a bug must not take the broker down, nor show the client a traceback

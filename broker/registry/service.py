@@ -3,13 +3,14 @@ and can be reset by the control plane between tests."""
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections import Counter, deque
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from minikafka.broker.registry.api import RegistryApi
-from minikafka.broker.registry.http import HttpServer, Request, Response
+from minikafka.broker.registry.http import Authenticator, HttpServer, Request, Response
 from minikafka.coordinator.schemas.registry import SchemaRegistry
 
 if TYPE_CHECKING:
@@ -39,10 +40,13 @@ def _route_name(request: Request) -> str:
 
 
 class SchemaRegistryService:
-    def __init__(self, services: BrokerServices, host: str, port: int) -> None:
+    def __init__(self, services: BrokerServices, host: str, port: int, tls: ssl.SSLContext | None = None,
+                 authenticate: Authenticator | None = None) -> None:
+        """`tls`: serve HTTPS; `authenticate`: require HTTP basic auth (both from a broker listener's
+        security, `schema.registry.listener.name`)."""
         self.registry = SchemaRegistry(services.logs, services.clock.now_ms)
         self._api = RegistryApi(self.registry)
-        self._server = HttpServer(self._handle, host, port)
+        self._server = HttpServer(self._handle, host, port, tls, authenticate)
         # (route, HTTP status) -> requests answered, for /metrics and the inspector.
         self.requests: Counter[tuple[str, int]] = Counter()
         # The newest exchanges, oldest first, for the inspector and GET /schema-registry on the admin API.
