@@ -57,6 +57,6 @@ def test_https_with_the_listeners_key_store(tmp_path: Path) -> None:
 def test_an_unknown_listener_name_stops_the_start() -> None:
     from minikafka.testing.broker import BrokerError
 
-    with pytest.raises(BrokerError, match="schema.registry.listener.name"), \
+    with pytest.raises(BrokerError, match=r"schema\.registry\.listener\.name"), \
             Broker({"schema.registry.listener.name": "NOPE"}, schema_registry=True):
         pass
