@@ -5,6 +5,9 @@ use.latest.version, an incompatible change refused, the state in `_schemas` acro
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -189,3 +192,21 @@ def test_state_survives_restart_and_kill_9(tmp_path: Any) -> None:
         assert after.register_schema("b-value", Schema(USER_V2, "AVRO")) == second
         broker.restart()
         assert SchemaRegistryClient({"url": url}).get_subjects() == ["a-value", "b-value"]
+
+
+JS_DIR = Path(__file__).parent / "js"
+NODE = shutil.which("node")
+
+
+@pytest.mark.kafkajs
+@pytest.mark.skipif(NODE is None or not (JS_DIR / "node_modules" / "@kafkajs" / "confluent-schema-registry").exists(),
+                    reason="node or @kafkajs/confluent-schema-registry is not installed (make js)")
+def test_kafkajs_with_its_confluent_schema_registry_client(minikafka: Broker, schema_registry_url: str) -> None:
+    done = subprocess.run([NODE or "node", str(JS_DIR / "schema_registry.js"), minikafka.bootstrap_servers,
+                           schema_registry_url, "kjs-users"], capture_output=True, text=True, timeout=90, check=False)
+    result = json.loads(done.stdout or "{}")
+    assert done.returncode == 0 and "error" not in result, (result, done.stderr)
+    assert result["decoded"] == [{"name": "Alyssa", "age": 30}, {"name": "Ben", "age": 7}]
+    assert result["latestId"] == result["id"]
+    assert result["refused"]["status"] == 409
+    assert "READER_FIELD_MISSING_DEFAULT_VALUE" in result["refused"]["message"]
