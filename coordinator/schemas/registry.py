@@ -154,9 +154,11 @@ class SchemaRegistry:
         self.loaded = True
 
     def _replay(self, key: bytes, value: bytes | None) -> None:
+        # Any Kafka client may write to `_schemas`: a record that is not one of Confluent's is skipped, never
+        # a reason to refuse to start.
         try:
             self._apply(key, value)
-        except records.CorruptSchemasRecord as exc:
+        except (records.CorruptSchemasRecord, ValueError, TypeError, KeyError, AttributeError) as exc:
             _log.warning("skipping a _schemas record: %s", exc)
 
     def _apply(self, key_bytes: bytes, value_bytes: bytes | None) -> None:

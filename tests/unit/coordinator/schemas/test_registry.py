@@ -189,3 +189,20 @@ def test_reset_forgets_everything_but_the_ids(node: Node) -> None:
     assert node.registry.register("a", "AVRO", V1).id == 2
     restarted = node.restart()
     assert restarted.registry.subjects() == ["a"]
+
+
+def test_records_other_clients_wrote_are_skipped_at_start(node: Node) -> None:
+    from minikafka.protocol.records import build_one_record_batch
+
+    node.registry.register("a", "AVRO", V1)
+    log = node.logs.partition(SCHEMAS_TOPIC, 0)
+    assert log is not None
+    for key, value in [(b"not json", b"{}"), (b'{"keytype": "SCHEMA", "subject": "x", "version": "one"}', b"{}"),
+                       (b'{"keytype": "SCHEMA", "subject": "x", "version": 1}', b'{"subject": "x"}'),
+                       (b'{"keytype": "CONFIG", "subject": null}', b'{"compatibilityLevel": "SIDEWAYS"}'),
+                       (b'{"keytype": "NOOP", "magic": 0}', None), (b"[1]", b"[2]")]:
+        batch, header = build_one_record_batch(key, value, 1)
+        log.append(batch, 1, [(0, header)])
+    restarted = node.restart()
+    assert restarted.registry.subjects() == ["a"]
+    assert restarted.registry.config(None) is CompatibilityLevel.BACKWARD
