@@ -129,3 +129,20 @@ def test_soft_and_permanent_deletes(registry: Registry) -> None:
     assert registry.call("DELETE", "/subjects/s")[1]["error_code"] == 40404
     assert registry.call("DELETE", "/subjects/s?permanent=true") == (200, [1])
     assert registry.call("GET", "/subjects?deleted=true") == (200, [])
+
+
+def test_expect_100_continue_and_http_1_0(schema_registry_url: str) -> None:
+    parsed = urllib.parse.urlsplit(schema_registry_url)
+    body = json.dumps({"schema": RECORD, "padding": "x" * 2000}).encode()
+    with socket.create_connection((parsed.hostname, parsed.port), timeout=10) as sock:
+        sock.sendall(b"POST /subjects/big/versions HTTP/1.1\r\nContent-Type: application/json\r\n"
+                     b"Expect: 100-continue\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+        stream = sock.makefile("rb")
+        assert stream.readline() == b"HTTP/1.1 100 Continue\r\n"
+        assert stream.readline() == b"\r\n"
+        sock.sendall(body)
+        assert stream.readline().startswith(b"HTTP/1.1 200 ")
+    with socket.create_connection((parsed.hostname, parsed.port), timeout=10) as sock:
+        sock.sendall(b"GET /subjects HTTP/1.0\r\n\r\n")
+        answer = sock.makefile("rb").read()  # ends: HTTP/1.0 closes after one answer
+    assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b'["big"]')
