@@ -1,6 +1,7 @@
 """The Confluent Schema Registry REST API over the registry model (coordinator/schemas/registry.py).
 
     GET    /                                        {}
+    GET    /schemas[?subjectPrefix&deleted&latestOnly]  every subject version (as GET .../versions/{v})
     GET    /schemas/types                           the formats this broker has
     GET    /schemas/ids/{id}[?subject=S&format=F]   {"schema", "schemaType" (not for AVRO), "references"}
     GET    /schemas/ids/{id}/schema                 the schema text alone
@@ -158,6 +159,9 @@ class RegistryApi:
     def _schemas(self, request: Request, rest: list[str]) -> tuple[int, Any]:
         self._allow(request, "GET")
         registry = self.registry
+        if not rest:
+            return 200, [_version_json(v) for v in registry.all_versions(
+                request.query.get("subjectPrefix", ""), _flag(request, "deleted"), _flag(request, "latestOnly"))]
         if rest == ["types"]:
             # Confluent lists JSON, PROTOBUF and AVRO; this broker lists the formats it has.
             return 200, sorted(FORMATS)

@@ -224,6 +224,15 @@ class SchemaRegistry:
             raise SubjectNotFound(subject)
         return versions
 
+    def all_versions(self, prefix: str = "", deleted: bool = False, latest_only: bool = False) -> list[SchemaValue]:
+        """Every subject's versions (GET /schemas), by subject then version; `latest_only`: each one's latest."""
+        found = []
+        for subject in self.subjects(deleted, prefix):
+            versions = self._subject_versions(subject, deleted)
+            numbers = sorted(versions)[-1:] if latest_only else sorted(versions)
+            found += [versions[n] for n in numbers]
+        return found
+
     def versions(self, subject: str, deleted: bool = False) -> list[int]:
         return sorted(self._subject_versions(subject, deleted))
 

@@ -49,6 +49,9 @@ def test_one_connection_serves_many_requests(registry: Registry) -> None:
     assert registry.call("GET", "/subjects/s/versions/1/schema") == (200, json.loads(RECORD))
     assert registry.call("POST", "/subjects/s", {"schema": RECORD})[1]["version"] == 1
     assert registry.call("GET", "/schemas/types") == (200, ["AVRO"])
+    assert registry.call("GET", "/schemas?subjectPrefix=s") == (200, [
+        {"subject": "s", "version": 1, "id": schema_id, "schema": RECORD}])
+    assert registry.call("GET", "/schemas?subjectPrefix=nope") == (200, [])
     assert registry.call("GET", "/") == (200, {})
 
 
