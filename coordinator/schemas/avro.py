@@ -155,7 +155,7 @@ class AvroSchema:
 
     def incompatibilities(self, old: Any) -> list[str]:
         if not isinstance(old, AvroSchema):
-            return [_message("TYPE_MISMATCH", "The new schema is not an Avro schema like the old one", "/")]
+            return ["Incompatible because of different schema type"]  # Confluent's words
         checker = _Resolution(self.names, old.names)
         checker.check(self.tree, old.tree, "")
         return checker.messages

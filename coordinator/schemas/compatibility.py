@@ -36,24 +36,32 @@ class CompatibilityLevel(enum.Enum):
 DEFAULT_LEVEL = CompatibilityLevel.BACKWARD
 
 
+DIFFERENT_TYPE = "Incompatible because of different schema type"
+
+
 @dataclass(frozen=True)
 class EarlierVersion:
     version: int
     text: str
     parsed: ParsedSchema
+    schema_type: str = "AVRO"
 
 
-def incompatibilities(level: CompatibilityLevel, new: ParsedSchema, earlier: Sequence[EarlierVersion]) -> list[str]:
+def incompatibilities(level: CompatibilityLevel, new: ParsedSchema, earlier: Sequence[EarlierVersion],
+                      new_type: str = "AVRO") -> list[str]:
     """Confluent's verbose messages for the first earlier version (newest first) the new schema fails
-    against, each followed by that version, its schema and the level; empty when compatible."""
+    against, each followed by that version, its schema and the level; empty when compatible. A schema of
+    another format than an earlier one is never compatible with it (unless the level is NONE)."""
     if level is CompatibilityLevel.NONE or not earlier:
         return []
     checked = earlier if level.transitive else earlier[-1:]
     for old in reversed(checked):
         found: list[str] = []
-        if level.backward:
+        if old.schema_type != new_type:
+            found.append(DIFFERENT_TYPE)
+        elif level.backward:
             found += new.incompatibilities(old.parsed)
-        if level.forward:
+        if level.forward and old.schema_type == new_type:
             found += old.parsed.incompatibilities(new)
         if found:
             return [*found, f"{{oldSchemaVersion: {old.version}}}", f"{{oldSchema: '{old.text}'}}",

@@ -338,7 +338,7 @@ class SchemaRegistry:
             if mode != "IMPORT":
                 raise OperationNotPermitted(f"Subject {subject} is not in import mode")
         else:
-            self._check_compatible(subject, parsed, live)
+            self._check_compatible(subject, parsed, schema_type, live)
         new_id = self._id_for(schema_type, parsed, references, schema_id)
         all_versions = self._versions.get(subject, {})
         number = version if version is not None else max(all_versions, default=0) + 1
@@ -360,35 +360,36 @@ class SchemaRegistry:
             raise OperationNotPermitted(f"Overwrite new schema with id {schema_id} is not permitted.")
         return schema_id
 
-    def _check_compatible(self, subject: str, parsed: ParsedSchema, live: Mapping[int, SchemaValue]) -> None:
-        messages = self._incompatibilities(subject, parsed, [live[n] for n in sorted(live)])
+    def _check_compatible(self, subject: str, parsed: ParsedSchema, schema_type: str,
+                          live: Mapping[int, SchemaValue]) -> None:
+        messages = self._incompatibilities(subject, parsed, schema_type, [live[n] for n in sorted(live)])
         if messages:
             raise IncompatibleSchema(subject, messages)
 
-    def _incompatibilities(self, subject: str, parsed: ParsedSchema, earlier: list[SchemaValue]) -> list[str]:
+    def _incompatibilities(self, subject: str, parsed: ParsedSchema, schema_type: str,
+                           earlier: list[SchemaValue]) -> list[str]:
         level = self.compatibility(subject)
         olds = []
         for stored in earlier:
             old = self._parsed.get(stored.id)
             if old is None:
                 raise InvalidSchemaError(f"Invalid schema: version {stored.version} of {subject} cannot be parsed")
-            olds.append(EarlierVersion(stored.version, stored.schema, old))
-        return incompatibilities(level, parsed, olds)
+            olds.append(EarlierVersion(stored.version, stored.schema, old, stored.schema_type))
+        return incompatibilities(level, parsed, olds, schema_type)
 
     def check_compatibility(self, subject: str, version: str | int | None, schema_type: str, text: str,
                             references: tuple[Reference, ...], normalize: bool = False) -> list[str]:
         """/compatibility: the messages (empty: compatible) against one version, or with `version` None
         against the versions the subject's level checks."""
         parsed, _text = self._parse_new(schema_type, text, references, normalize)
+        live = {n: v for n, v in self._versions.get(subject, {}).items() if not v.deleted}
+        every = [live[n] for n in sorted(live)]
         if version is None:
-            live = self._subject_versions(subject, False) if subject in self._versions else {}
-            return self._incompatibilities(subject, parsed, [live[n] for n in sorted(live)])
+            return self._incompatibilities(subject, parsed, schema_type, every)
         target = self.version(subject, version)
-        level = self.compatibility(subject)
-        if level.transitive and parse_version(version) is None:
-            live = self._subject_versions(subject, False)
-            return self._incompatibilities(subject, parsed, [live[n] for n in sorted(live)])
-        return self._incompatibilities(subject, parsed, [target])
+        if self.compatibility(subject).transitive and parse_version(version) is None:
+            return self._incompatibilities(subject, parsed, schema_type, every)
+        return self._incompatibilities(subject, parsed, schema_type, [target])
 
     # --- deleting --------------------------------------------------------------------------------------
 

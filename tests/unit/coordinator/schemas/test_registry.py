@@ -206,3 +206,52 @@ def test_records_other_clients_wrote_are_skipped_at_start(node: Node) -> None:
     restarted = node.restart()
     assert restarted.registry.subjects() == ["a"]
     assert restarted.registry.config(None) is CompatibilityLevel.BACKWARD
+
+
+def test_normalize_registers_the_normalized_text(node: Node) -> None:
+    spaced = json.dumps(json.loads(V1), indent=2)
+    stored = node.registry.register("n", "AVRO", spaced, normalize=True)
+    assert stored.schema == '{"type":"record","name":"com.example.User","fields":[{"name":"name","type":"string"}]}'
+    assert node.registry.lookup("n", "AVRO", V1, normalize=True).id == stored.id
+
+
+class _SortedJson:
+    """A stand-in format with the shape the JSON and PROTOBUF modules plug into FORMATS."""
+
+    name = "JSON"
+
+    def parse(self, text: str, references: dict[str, str]) -> _SortedJsonSchema:
+        try:
+            return _SortedJsonSchema(json.dumps(json.loads(text), sort_keys=True))
+        except ValueError as exc:
+            from minikafka.coordinator.schemas.errors import InvalidSchema
+
+            raise InvalidSchema(str(exc)) from None
+
+
+class _SortedJsonSchema:
+    def __init__(self, canonical: str) -> None:
+        self.canonical = canonical
+
+    def normalized(self) -> str:
+        return self.canonical
+
+    def incompatibilities(self, old: object) -> list[str]:
+        return [] if "breaking" not in self.canonical else ["{errorType:'BREAKING', description:'b'}"]
+
+
+def test_another_format_plugs_into_the_table(node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
+    from minikafka.coordinator.schemas import formats
+
+    with pytest.raises(InvalidSchemaError, match="Invalid schema type JSON"):
+        node.registry.register("j", "JSON", '{"type": "object"}')
+    monkeypatch.setitem(formats.FORMATS, "JSON", _SortedJson())
+    first = node.registry.register("j", "JSON", '{"type": "object", "a": 1}')
+    assert node.registry.register("k", "JSON", '{"a": 1, "type": "object"}').id == first.id
+    with pytest.raises(IncompatibleSchema, match="Incompatible because of different schema type"):
+        node.registry.register("k", "AVRO", V1)
+    node.registry.set_config("k", "NONE")
+    assert node.registry.register("k", "AVRO", V1).id != first.id
+    with pytest.raises(IncompatibleSchema):
+        node.registry.register("j", "JSON", '{"breaking": true}')
+    assert node.restart().registry.version("j", 1).schema_type == "JSON"
