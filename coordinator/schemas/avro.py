@@ -103,15 +103,12 @@ def _expand_named(node: dict[str, Any], namespace: str | None, names: _Names) ->
     explicit = node.get("namespace")
     fullname = _fullname(name, explicit if explicit is not None else namespace)
     own_namespace = _namespace_of(fullname)
-    kind = "record" if node["type"] == "error" else node["type"]
     out: dict[str, Any] = {**_props(node, {"type", "name", "namespace", "fields", "aliases"}),
-                           "type": kind, "name": fullname}
-    if node["type"] == "error":
-        out["type"] = "error"
+                           "type": node["type"], "name": fullname}
     if "aliases" in node:
         out["aliases"] = [_fullname(alias, own_namespace) for alias in node["aliases"]]
     names.known[fullname] = out
-    if kind == "record":
+    if node["type"] in ("record", "error"):
         out["fields"] = [
             {**_props(f, {"type", "name"}), "name": f["name"], "type": _expand(f["type"], own_namespace, names)}
             for f in node.get("fields", [])
