@@ -52,4 +52,4 @@ def test_the_shell_examples_answer_what_the_page_shows() -> None:
                 # kcat reading `_schemas`: one key and value per line, Confluent's SCHEMA keys among them.
                 assert command.startswith("kcat")
                 assert '{"keytype":"SCHEMA","subject":"users-value","version":1,"magic":1}' in done.stdout
-    assert checked == 11
+    assert checked == 12
