@@ -45,6 +45,9 @@ _BODY_TYPES = frozenset({"application/vnd.schemaregistry.v1+json", "application/
                          "application/json", "application/octet-stream", ""})
 
 
+_TYPES_ORDER = {"JSON": 0, "PROTOBUF": 1, "AVRO": 2}
+
+
 class _Text:
     """An answer that is a schema's own text, sent as it is (GET .../schema), as Confluent sends it."""
 
@@ -163,8 +166,8 @@ class RegistryApi:
             return 200, [_version_json(v) for v in registry.all_versions(
                 request.query.get("subjectPrefix", ""), _flag(request, "deleted"), _flag(request, "latestOnly"))]
         if rest == ["types"]:
-            # Confluent lists JSON, PROTOBUF and AVRO; this broker lists the formats it has.
-            return 200, sorted(FORMATS)
+            # Confluent lists JSON, PROTOBUF and AVRO, in that order; this broker lists the formats it has.
+            return 200, sorted(FORMATS, key=lambda name: (_TYPES_ORDER.get(name, len(_TYPES_ORDER)), name))
         if len(rest) < 2 or rest[0] != "ids" or len(rest) > 3:
             raise _BadRequest(error(404, 404, "HTTP 404 Not Found"))
         schema_id = _int(rest[1], "id")
