@@ -218,7 +218,7 @@ def test_normalize_registers_the_normalized_text(node: Node) -> None:
 class _SortedJson:
     """A stand-in format with the shape the JSON and PROTOBUF modules plug into FORMATS."""
 
-    name = "JSON"
+    name = "SORTED_JSON"
 
     def parse(self, text: str, references: dict[str, str]) -> _SortedJsonSchema:
         try:
@@ -243,15 +243,15 @@ class _SortedJsonSchema:
 def test_another_format_plugs_into_the_table(node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
     from minikafka.coordinator.schemas import formats
 
-    with pytest.raises(InvalidSchemaError, match="Invalid schema type JSON"):
-        node.registry.register("j", "JSON", '{"type": "object"}')
-    monkeypatch.setitem(formats.FORMATS, "JSON", _SortedJson())
-    first = node.registry.register("j", "JSON", '{"type": "object", "a": 1}')
-    assert node.registry.register("k", "JSON", '{"a": 1, "type": "object"}').id == first.id
+    with pytest.raises(InvalidSchemaError, match="Invalid schema type SORTED_JSON"):
+        node.registry.register("j", "SORTED_JSON", '{"type": "object"}')
+    monkeypatch.setitem(formats.FORMATS, "SORTED_JSON", _SortedJson())
+    first = node.registry.register("j", "SORTED_JSON", '{"type": "object", "a": 1}')
+    assert node.registry.register("k", "SORTED_JSON", '{"a": 1, "type": "object"}').id == first.id
     with pytest.raises(IncompatibleSchema, match="Incompatible because of different schema type"):
         node.registry.register("k", "AVRO", V1)
     node.registry.set_config("k", "NONE")
     assert node.registry.register("k", "AVRO", V1).id != first.id
     with pytest.raises(IncompatibleSchema):
-        node.registry.register("j", "JSON", '{"breaking": true}')
-    assert node.restart().registry.version("j", 1).schema_type == "JSON"
+        node.registry.register("j", "SORTED_JSON", '{"breaking": true}')
+    assert node.restart().registry.version("j", 1).schema_type == "SORTED_JSON"
