@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--admin-port", type=int,
                        help="serve the HTTP admin API (faults, state) on this port, 0 for a free one; "
                             "binds admin.listener.host (default 127.0.0.1). Off by default")
+    serve.add_argument("--schema-registry-port", type=int, metavar="PORT",
+                       help="serve the Confluent Schema Registry REST API on this port, 0 for a free one "
+                            "(docs/schema-registry.md; sets schema.registry.port). Off by default")
     serve.add_argument("--clock", choices=["system", "manual"],
                        help="manual: time moves only when advanced over the admin API (POST /clock/advance), "
                             "so tests reach timeouts at once (sets minikafka.clock)")
@@ -172,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         admin_override = [] if args.admin_port is None else [f"admin.listener.port={args.admin_port}"]
         clock_override = [] if args.clock is None else [f"minikafka.clock={args.clock}"]
+        if args.schema_registry_port is not None:
+            clock_override.append(f"schema.registry.port={args.schema_registry_port}")
         version_override = [] if args.kafka_version is None else [f"minikafka.kafka.version={args.kafka_version}"]
         version_override += [] if args.nodes is None else [f"minikafka.nodes={args.nodes}"]
         config = build_config(

@@ -32,7 +32,7 @@ from minikafka.broker.observe.debugging import install_debugging
 from minikafka.broker.observe.metrics import BrokerMetrics
 from minikafka.broker.security.acls import Authorizer
 from minikafka.broker.security.sasl_server import SaslServer
-from minikafka.broker.security.session import SASL_SSL, SSL, KafkaPrincipal, Session
+from minikafka.broker.security.session import SASL_PLAINTEXT, SASL_SSL, SSL, KafkaPrincipal, Session
 from minikafka.broker.wire.cluster import ClusterView, Node
 from minikafka.broker.wire.connection import Connection, RequestSlots
 from minikafka.broker.wire.registry import Registry
@@ -47,6 +47,7 @@ from minikafka.storage.manager import LogManager
 
 if TYPE_CHECKING:
     from minikafka.broker.control.admin_http import AdminListener
+    from minikafka.broker.registry.service import SchemaRegistryService
 
 _log = structlog.get_logger("minikafka.server")
 
@@ -139,6 +140,18 @@ _AUTHORIZERS = frozenset({"org.apache.kafka.metadata.authorizer.StandardAuthoriz
                           "kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer"})
 
 
+def _schema_registry_listener(config: BrokerConfig) -> Listener | None:
+    """The listener whose security the schema registry takes (schema.registry.listener.name), if any."""
+    name = config.schema_registry_listener
+    if name is None or config.schema_registry_port is None:
+        return None
+    for listener in served_listeners(config):
+        if listener.name == name:
+            return listener
+    raise ConfigError(f"invalid value {name!r} for configuration schema.registry.listener.name: no listener of "
+                      "that name in listeners")
+
+
 def _authorizer_for(config: BrokerConfig) -> Authorizer | None:
     name = config.properties.get("authorizer.class.name", "").strip()
     if not name:
@@ -220,10 +233,12 @@ class BrokerServer:
         self.services: BrokerServices | None = None
         self.node: Node | None = None
         self.admin: AdminListener | None = None
+        self.schema_registry: SchemaRegistryService | None = None
         self._debugging_closers: list[Callable[[], None]] = []
 
     async def start(self) -> None:
         config = self.config
+        _schema_registry_listener(config)  # a wrong name stops the start before anything is opened
         # Dynamic broker configs set through the admin APIs sit over the static topic defaults.
         dynamic_configs = DynamicConfigStore.load(config)
         logs = LogManager(config.data_dir, dynamic_configs.log_defaults(), self.clock, node_id=config.node_id,
@@ -273,15 +288,46 @@ class BrokerServer:
 
             self.admin = AdminListener(self.services, config.admin_host, config.admin_port, config.admin_token)
             await self.admin.start()
+        if config.schema_registry_port is not None:
+            await self._start_schema_registry(config.schema_registry_port)
         for node_listener in self._listeners:
             self._start_accepting(node_listener)
-        extra = {} if len(self._listeners) == 1 else {
+        extra: dict[str, object] = {} if len(self._listeners) == 1 else {
             "listeners": [f"{nl.node_id}:{nl.listener.name}://{nl.listener.host}:{nl.port}" for nl in self._listeners]}
+        if self.schema_registry is not None:
+            extra["schema_registry_url"] = self.schema_registry.url
         _log.info("broker ready", host=config.host, port=self.bound_port, node_id=config.node_id,
                   cluster_id=logs.cluster_id, data_dir=str(config.data_dir), admin_port=self.admin_port,
                   kafka_version=config.kafka_version, **extra)
         self._coordinator_load = asyncio.create_task(self._load_coordinators(config.coordinator_load_delay_ms / 1000),
                                                      name="coordinator load")
+
+    async def _start_schema_registry(self, port: int) -> None:
+        """Replays `_schemas` before serving, so the first answer already knows every subject."""
+        from minikafka.broker.registry.service import (
+            SchemaRegistryService,  # only a broker serving the registry pays for importing it (fastavro)
+        )
+
+        assert self.services is not None
+        services = self.services
+        tls: ssl.SSLContext | None = None
+        authenticate: Callable[[str, str], bool] | None = None
+        listener = _schema_registry_listener(self.config)
+        if listener is not None:
+            if listener.security_protocol in (SSL, SASL_SSL):
+                tls = _tls_for(self.config, listener).context
+            sasl = services.sasl
+            if listener.security_protocol in (SASL_PLAINTEXT, SASL_SSL) and sasl is not None:
+                listener_name = listener.name
+                authenticate = lambda user, password: sasl.verify_password(listener_name, user, password)  # noqa: E731
+        self.schema_registry = SchemaRegistryService(
+            services, self.config.schema_registry_host or self.config.host, port, tls, authenticate)
+        await self.schema_registry.start()
+        self.services.schema_registry = self.schema_registry
+
+    @property
+    def schema_registry_url(self) -> str | None:
+        return self.schema_registry.url if self.schema_registry is not None else None
 
     async def _load_coordinators(self, delay_s: float) -> None:
         """Replay `__consumer_offsets`, then `__transaction_state` (completing a Prepare* writes markers to
@@ -414,6 +460,8 @@ class BrokerServer:
                 node_listener.sock.close()
         if self.admin is not None:
             self.admin.abort()
+        if self.schema_registry is not None:
+            self.schema_registry.abort()
 
     @property
     def connection_count(self) -> int:
@@ -602,6 +650,8 @@ class BrokerServer:
             await self._stop_accepting(node_listener)
         if self.admin is not None:
             await self.admin.close()
+        if self.schema_registry is not None:
+            await self.schema_registry.close()
         if self.services is not None:
             self.services.waiters.close()  # parked fetches answer now instead of at their max wait
         for connection, task in list(self._connections.values()):

@@ -66,6 +66,7 @@ _DRAIN_AFTER_CRASH_S = 5.0
 _WAIT_POLL_S = 0.01
 _MAX_HTTP_WAIT_S = 60.0  # the admin API's longest /state/wait
 ADMIN_PORT_KEY = "admin.listener.port"
+SCHEMA_REGISTRY_PORT_KEY = "schema.registry.port"
 
 
 class BrokerError(RuntimeError):
@@ -104,6 +105,7 @@ class _InProcessBroker:
         self.log_sink = log_sink
         self.port = 0
         self.admin_port: int | None = None
+        self.schema_registry_url: str | None = None
         self._loop = _new_event_loop()
         self._server: BrokerServer | None = None
         self._ready = threading.Event()
@@ -151,6 +153,7 @@ class _InProcessBroker:
         self._server = server
         self.port = server.bound_port
         self.admin_port = server.admin_port
+        self.schema_registry_url = server.schema_registry_url
 
     def call(self, operation: Callable[[BrokerServer], T], timeout: float) -> T:
         """Run `operation` on the broker's event loop thread, where its state may be touched, and return
@@ -267,6 +270,7 @@ class _SubprocessBroker:
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
         self.admin_port: int | None = None
+        self.schema_registry_url: str | None = None
 
     def start(self, timeout: float) -> int:
         start_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
@@ -295,6 +299,7 @@ class _SubprocessBroker:
                     ready = json.loads(line)
                     admin_port = ready.get("admin_port")
                     self.admin_port = int(admin_port) if admin_port is not None else None
+                    self.schema_registry_url = ready.get("schema_registry_url")
                     return int(ready["port"])
         return None
 
@@ -358,6 +363,7 @@ class Broker:
         nodes: int = 1,
         admin_listener: bool = True,
         serve_args: Sequence[str] = (),
+        schema_registry: bool = False,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -367,6 +373,8 @@ class Broker:
         self.config = {str(key): _property_value(value) for key, value in (config or {}).items()}
         if nodes != 1:
             self.config["minikafka.nodes"] = str(nodes)
+        if schema_registry:
+            self.config.setdefault(SCHEMA_REGISTRY_PORT_KEY, "0")
         self.timeout = timeout
         self._requested_port = port
         self._admin_listener = admin_listener
@@ -446,6 +454,24 @@ class Broker:
         admin.listener.port is configured), for tools in other languages; None when it is off."""
         admin_port = self._running.admin_port if self._running is not None else None
         return f"http://{HOST}:{admin_port}" if admin_port is not None else None
+
+    @property
+    def schema_registry_url(self) -> str | None:
+        """The schema registry's "http://127.0.0.1:PORT" (docs/schema-registry.md) when it was asked for
+        (`schema_registry=True`, or schema.registry.port in the config); None otherwise."""
+        return self._running.schema_registry_url if self._running is not None else None
+
+    def reset_schema_registry(self) -> None:
+        """Forget every subject, schema, config and mode (ids go on growing); in-process mode only."""
+        if not isinstance(self._running, _InProcessBroker):
+            raise BrokerError("reset_schema_registry needs a running in-process broker")
+
+        def reset(server: BrokerServer) -> None:
+            if server.schema_registry is None:
+                raise BrokerError("this broker serves no schema registry")
+            server.schema_registry.reset()
+
+        self._running.call(reset, self.timeout)
 
     def add_fault(self, api: str | int, error: str | int | None = None, *, count: int | None = 1,
                   delay_ms: int | None = None, drop: Literal["before", "after"] | None = None,
@@ -716,6 +742,9 @@ class Broker:
                                        self._admin_listener, self._serve_args)
         self._port = runner.start(self.timeout)
         self._running = runner
+        if runner.schema_registry_url is not None:
+            # Like the broker's port, the registry's stays the same across restarts.
+            self.config[SCHEMA_REGISTRY_PORT_KEY] = runner.schema_registry_url.rpartition(":")[2]
         return self
 
     def _prepare_dirs(self) -> None:

@@ -5,6 +5,9 @@ Fixtures:
   on its own free port with its own temporary data directory).
 - `minikafka_bootstrap`: that broker's "127.0.0.1:PORT".
 - `minikafka`: a fresh broker for one test; `@pytest.mark.minikafka(config={...})` sets its config.
+- `schema_registry_url`: the "http://127.0.0.1:PORT" of the schema registry (docs/schema-registry.md) of
+  the test's `minikafka` broker if it uses one, else of the session broker (emptied before each test in
+  in-process mode). A broker serves the registry only when a test asks for this fixture.
 - `unique_topic`, `unique_group`: names no other test (or xdist worker) uses, for tests sharing the session
   broker; `unique_name("prefix")` makes more.
 Options: `--minikafka-mode inprocess|process` (ini `minikafka_mode`), and ini `minikafka_config` (lines of
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from minikafka.testing.broker import Broker, Mode
 
 _MARKER = "minikafka"
+_REGISTRY_FIXTURE = "schema_registry_url"
 _MODES = ("inprocess", "process")
 # Kafka's topic name limit is 249 characters; the test's name is cut so the random suffix always fits.
 _NAME_PART_MAX = 80
@@ -100,12 +104,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     return report
 
 
+def _wants_schema_registry(items: object) -> bool:
+    return any(_REGISTRY_FIXTURE in getattr(item, "fixturenames", ()) for item in items)  # type: ignore[attr-defined]
+
+
 @pytest.fixture(scope="session")
-def minikafka_session(pytestconfig: pytest.Config) -> Iterator[Broker]:
+def minikafka_session(request: pytest.FixtureRequest) -> Iterator[Broker]:
     """One broker for the session (per xdist worker); share it through unique_topic and unique_group."""
     from minikafka.testing.broker import Broker
 
-    with Broker(_ini_config(pytestconfig), mode=_mode(pytestconfig)) as broker:
+    pytestconfig = request.config
+    registry = _wants_schema_registry(request.session.items)
+    with Broker(_ini_config(pytestconfig), mode=_mode(pytestconfig), schema_registry=registry) as broker:
         pytestconfig.stash[_session_broker_key] = broker
         try:
             yield broker
@@ -144,9 +154,25 @@ def minikafka(request: pytest.FixtureRequest) -> Iterator[Broker]:
             raise pytest.UsageError(f"@pytest.mark.minikafka(config=...) takes a dict, not {marker_config!r}")
         settings.update(marker_config)
         mode_override = marker.kwargs.get("mode")
-    with Broker(settings, mode=_mode(request.config, mode_override)) as broker:
+    registry = _REGISTRY_FIXTURE in request.fixturenames
+    with Broker(settings, mode=_mode(request.config, mode_override), schema_registry=registry) as broker:
         request.node.stash[_test_broker_key] = broker
         yield broker
+
+
+@pytest.fixture
+def schema_registry_url(request: pytest.FixtureRequest) -> str:
+    """The schema registry of the test's `minikafka` broker, or of the session broker (emptied first when it
+    runs in this process; in process mode, use unique subject names)."""
+    if "minikafka" in request.fixturenames:
+        broker = request.getfixturevalue("minikafka")
+    else:
+        broker = request.getfixturevalue("minikafka_session")
+        if broker.mode == "inprocess":
+            broker.reset_schema_registry()
+    url = broker.schema_registry_url
+    assert url is not None, "the broker was started without its schema registry"
+    return str(url)
 
 
 def _slug(text: str) -> str:

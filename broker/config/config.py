@@ -132,6 +132,15 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
      "minikafka: the Kafka release to behave as (2.8, 3.0-3.9 or 3.x, 4.0, 4.1; default the newest): ApiVersions "
      "and the versions served are cut to that release's, and its defaults apply (docs/kafka-versions.md). "
      "`--kafka-version` sets it."),
+    ("schema.registry.port", "int", None,
+     "minikafka: serve the Confluent Schema Registry REST API on this port (docs/schema-registry.md), state in "
+     "the `_schemas` topic; unset: off, 0: a free port. `--schema-registry-port` sets it."),
+    ("schema.registry.host", "string", None,
+     "minikafka: address the schema registry binds; unset: the broker's host."),
+    ("schema.registry.listener.name", "string", None,
+     "minikafka: a listener whose security the schema registry takes: HTTPS with its key store (SSL, "
+     "SASL_SSL), HTTP basic auth with its SASL users (PLAIN users and SCRAM credentials; SASL_PLAINTEXT, "
+     "SASL_SSL). Unset: plain HTTP, no authentication."),
     ("admin.listener.host", "string", "127.0.0.1",
      "minikafka: address the admin listener binds; loopback unless set, as it can make the broker fail. Any "
      "other address needs admin.listener.token."),
@@ -362,6 +371,9 @@ class BrokerConfig:
     admin_port: int | None = None  # None: no admin listener
     admin_host: str = "127.0.0.1"
     admin_token: str | None = None
+    schema_registry_port: int | None = None  # None: no schema registry
+    schema_registry_host: str | None = None  # None: the broker's host
+    schema_registry_listener: str | None = None  # a listener whose security the registry takes
     kafka_version: str = NEWEST_KAFKA_VERSION  # minikafka.kafka.version, a broker/config/versions.py profile
     clock: str = "system"  # or "manual" (minikafka.clock)
     trace_file: str | None = None  # "-": standard output
@@ -432,12 +444,12 @@ def _admin_token(token: str | None, port: str | None, host: str) -> str | None:
     return token
 
 
-def _admin_port(value: str | None) -> int | None:
+def _admin_port(value: str | None, key: str = "admin.listener.port") -> int | None:
     if value is None or not value.strip():
         return None
     port = int(value)
     if not 0 <= port <= MAX_PORT:
-        raise ConfigError(f"invalid value {value!r} for configuration admin.listener.port: a port from 0 to {MAX_PORT}")
+        raise ConfigError(f"invalid value {value!r} for configuration {key}: a port from 0 to {MAX_PORT}")
     return port
 
 
@@ -580,6 +592,9 @@ def build_config(
         admin_host=get("admin.listener.host"),
         admin_token=_admin_token(props.get("admin.listener.token"), props.get("admin.listener.port"),
                                  get("admin.listener.host")),
+        schema_registry_port=_admin_port(props.get("schema.registry.port"), "schema.registry.port"),
+        schema_registry_host=props.get("schema.registry.host") or None,
+        schema_registry_listener=(props.get("schema.registry.listener.name") or "").strip().upper() or None,
         kafka_version=kafka_version,
         clock=_clock(get("minikafka.clock")),
         trace_file=props.get("minikafka.trace.file") or None,

@@ -12,6 +12,10 @@
                             200 {"partition": ...} once P's last stable offset is >= N; 408 with the
                             partition as it was when timeout_ms (default 10000, at most 60000) passed
     GET    /clock           {"clock": "system"|"manual", "now_ms": N, "advanced_ms": N|null}
+    GET    /schema-registry the schema registry's subjects, versions, levels, request counts and newest requests
+    POST   /schema-registry/reset
+                            forget every subject, schema, config and mode (ids go on growing); 404 when the
+                            broker serves no registry
     POST   /clock/advance   body {"ms": N}: move a manual clock, running every timeout it passes; 409 on
                             the system clock
     GET    /crash-points    {"armed": [...], "available": [...]}
@@ -203,7 +207,10 @@ def state_snapshot(services: BrokerServices) -> dict[str, Any]:
         if consumer_group is not None:
             groups.setdefault(group_id, {"committed": {}, "lag": {}}).update(
                 _consumer_group_state(coordinator, consumer_group))
-    return {"topics": topics, "transactions": _transactions_state(services), "groups": groups}
+    snapshot = {"topics": topics, "transactions": _transactions_state(services), "groups": groups}
+    if services.schema_registry is not None:
+        snapshot["schema_registry"] = services.schema_registry.snapshot()
+    return snapshot
 
 
 def _classic_group_state(coordinator: GroupCoordinator, logs: Any, described: GroupDescription) -> dict[str, Any]:
@@ -551,6 +558,8 @@ class AdminListener:
         if path == "/clock":
             self._allow(method, "GET")
             return 200, clock_snapshot(self.services)
+        if path in ("/schema-registry", "/schema-registry/reset"):
+            return self._schema_registry(method, path)
         if path == "/clock/advance":
             self._allow(method, "POST")
             return 200, advance_clock(self.services, _json_body(body).get("ms"))
@@ -594,7 +603,18 @@ class AdminListener:
             faults.remove(found.id)
             return 200, {"removed": 1}
         raise HttpError(404, f"no such resource {path[:80]!r}; see GET /health, /faults, /state, /clock, "
-                             "/crash-points, /metrics, /inspector, /trace")
+                             "/crash-points, /metrics, /inspector, /trace, /schema-registry")
+
+    def _schema_registry(self, method: str, path: str) -> tuple[int, Any]:
+        registry = self.services.schema_registry
+        if registry is None:
+            raise HttpError(404, "this broker serves no schema registry (schema.registry.port)")
+        if path == "/schema-registry":
+            self._allow(method, "GET")
+            return 200, registry.snapshot()
+        self._allow(method, "POST")
+        registry.reset()
+        return 200, {"reset": True}
 
     @staticmethod
     def _allow(method: str, *allowed: str) -> None:

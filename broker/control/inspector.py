@@ -74,6 +74,15 @@ INSPECTOR_HTML = """<!doctype html>
     <tbody></tbody>
   </table>
 </section>
+<section id="schema-registry" hidden>
+  <h2>Schema registry <span class="count" id="schema-registry-count"></span>
+    <span class="status" id="schema-registry-global"></span></h2>
+  <table>
+    <thead><tr><th>Subject</th><th>Compatibility</th><th>Versions (version: id, type)</th>
+      <th>Deleted versions</th></tr></thead>
+    <tbody></tbody>
+  </table>
+</section>
 <section id="trace">
   <h2>Live trace <span class="status" id="trace-status">starting…</span></h2>
   <form id="trace-filters" autocomplete="off">
@@ -340,6 +349,25 @@ INSPECTOR_JS = r"""
     fill("groups", rows, 7, "No groups.");
   }
 
+  function renderSchemaRegistry(registry) {
+    const section = byId("schema-registry");
+    section.hidden = !registry;
+    if (!registry) return;
+    const rows = [];
+    for (const [subject, s] of Object.entries(registry.subjects)) {
+      const live = s.versions.filter((v) => !v.deleted).map((v) => v.version + ": " + v.id + " " + v.schema_type);
+      const deleted = s.versions.filter((v) => v.deleted).map((v) => v.version + ": " + v.id);
+      const tr = el("tr");
+      tr.dataset.subject = subject;
+      tr.append(cell(subject), cell(s.compatibility), cell(list(live)), cell(list(deleted)));
+      rows.push(tr);
+    }
+    byId("schema-registry-count").textContent = "(" + rows.length + ")";
+    byId("schema-registry-global").textContent =
+      registry.url + " · " + registry.compatibility + " · " + registry.mode;
+    fill("schema-registry", rows, 4, "No subjects.");
+  }
+
   function setStatus(id, text, bad) {
     const node = byId(id);
     node.textContent = text;
@@ -360,6 +388,7 @@ INSPECTOR_JS = r"""
       renderOpenTransactions(transactions);
       renderProducers(state.topics || {}, transactions);
       renderGroups(state.groups || {});
+      renderSchemaRegistry(state.schema_registry);
       setStatus("state-status", "state at " + new Date().toISOString().slice(11, 19) + " UTC", false);
     } catch (error) {
       setStatus("state-status", "GET /state failed: " + error.message, true);

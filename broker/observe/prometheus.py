@@ -80,6 +80,7 @@ class BrokerCollector:
         yield from self._groups()
         yield from self._transactions()
         yield from self._bad_input()
+        yield from self._schema_registry()
         yield from _process()
 
     def _requests(self) -> Iterator[Metric]:
@@ -178,6 +179,24 @@ class BrokerCollector:
         for api, count in sorted(metrics.unexpected_errors.items()):
             unexpected.add_metric([_request_label(api)], count)
         yield unexpected
+
+
+    def _schema_registry(self) -> Iterator[Metric]:
+        registry = self.services.schema_registry
+        if registry is None:
+            return
+        snapshot = registry.snapshot()
+        requests = CounterMetricFamily("minikafka_schema_registry_requests",
+                                       "Schema registry REST requests answered, per route and HTTP status.",
+                                       labels=["route", "status"])
+        for entry in snapshot["requests"]:
+            requests.add_metric([entry["route"], str(entry["status"])], entry["count"])
+        yield requests
+        subjects = snapshot["subjects"]
+        yield GaugeMetricFamily("minikafka_schema_registry_subjects", "Subjects with a version not deleted.",
+                                value=sum(1 for s in subjects.values() if any(not v["deleted"] for v in s["versions"])))
+        yield GaugeMetricFamily("minikafka_schema_registry_schema_versions", "Subject versions, soft-deleted included.",
+                                value=sum(len(s["versions"]) for s in subjects.values()))
 
 
 def _process() -> Iterator[Metric]:

@@ -18,6 +18,7 @@ Configured with Kafka's keys:
 from __future__ import annotations
 
 import base64
+import hmac
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -135,6 +136,22 @@ class SaslServer:
             options = jaas_options(self._jaas(listener_name, "oauthbearer") or "")
             return OAuthBearerServer(self._now_ms, options.get("unsecuredValidatorPrincipalClaimName", "sub"))
         raise ValueError(f"no SASL mechanism {mechanism}")
+
+    def verify_password(self, listener_name: str, user: str, password: str) -> bool:
+        """A user name and password checked as a login on this listener would check them: against its PLAIN
+        users, then its SCRAM credentials (for HTTP basic auth in front of the schema registry)."""
+        enabled = self.enabled_mechanisms(listener_name)
+        if "PLAIN" in enabled:
+            known = self._jaas_users(listener_name, "plain").get(user)
+            if known is not None and hmac.compare_digest(known.encode(), password.encode()):
+                return True
+        for mechanism in SCRAM_MECHANISMS:
+            credential = self.credentials.get(user, mechanism) if mechanism in enabled else None
+            if credential is not None:
+                presented = credential_from_password(mechanism, password, credential.iterations, credential.salt)
+                if hmac.compare_digest(presented.stored_key, credential.stored_key):
+                    return True
+        return False
 
     def _jaas(self, listener_name: str, mechanism: str) -> str | None:
         return (self._properties.get(f"listener.name.{listener_name.lower()}.{mechanism}.sasl.jaas.config")

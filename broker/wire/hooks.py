@@ -146,6 +146,19 @@ class Counters(Protocol):
     def observe(self, exchange: Exchange) -> None: ...
 
 
+# --- the schema registry (implemented by broker/registry/service.py) -----------------------------------
+
+class SchemaRegistryControl(Protocol):
+    """What the control plane and the observers use of the schema registry."""
+
+    @property
+    def url(self) -> str: ...
+
+    def reset(self) -> None: ...
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+
 # --- the flight recorder (implemented by broker/observe/recorder.py) ----------------------------------
 
 class Recorder(Protocol):

@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 from minikafka.broker.config.config import BrokerConfig
 from minikafka.broker.config.dynamic_config import DynamicConfigStore
 from minikafka.broker.wire.cluster import ClusterView, NodeControl
-from minikafka.broker.wire.hooks import Counters, CrashPointSwitch, FaultRules, Observers, Recorder
+from minikafka.broker.wire.hooks import (
+    Counters,
+    CrashPointSwitch,
+    FaultRules,
+    Observers,
+    Recorder,
+    SchemaRegistryControl,
+)
 from minikafka.broker.wire.registry import Registry
 from minikafka.broker.wire.waiters import AppendWaiters
 from minikafka.coordinator.group import GroupCoordinator
@@ -49,6 +56,8 @@ class BrokerServices:
     authorizer: Authorizer | None = None
     # Stopping and starting nodes (the server), for the control plane.
     node_control: NodeControl | None = None
+    # The schema registry (broker/registry/), when `schema.registry.port` is set.
+    schema_registry: SchemaRegistryControl | None = None
 
     def auto_create_topic(self, name: str) -> TopicMeta | None:
         """Create `name` with the broker defaults if auto-creation is on; None otherwise."""

@@ -211,3 +211,32 @@ def test_runs_after_and_sees_none(minikafka_session):
 ''')
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", timeout=240)
     result.assert_outcomes(passed=2)
+
+
+@pytest.mark.parametrize("mode", ["inprocess", "process"])
+def test_schema_registry_url_fixture(pytester: pytest.Pytester, mode: str) -> None:
+    pytester.makepyfile(test_registry='''
+import json
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+RECORD = json.dumps({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})
+
+def test_session_registry(schema_registry_url, minikafka_session, unique_name):
+    assert schema_registry_url == minikafka_session.schema_registry_url
+    client = SchemaRegistryClient({"url": schema_registry_url})
+    client.register_schema(unique_name("s"), Schema(RECORD, "AVRO"))
+
+def test_session_registry_again(schema_registry_url, minikafka_session):
+    subjects = SchemaRegistryClient({"url": schema_registry_url}).get_subjects()
+    assert subjects == [] if minikafka_session.mode == "inprocess" else len(subjects) == 1
+
+def test_own_brokers_registry(minikafka, schema_registry_url):
+    assert schema_registry_url == minikafka.schema_registry_url
+    assert SchemaRegistryClient({"url": schema_registry_url}).get_subjects() == []
+
+def test_without_the_fixture_no_registry(minikafka):
+    assert minikafka.schema_registry_url is None
+''')
+    pytester.makeini("[pytest]\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--minikafka-mode={mode}", timeout=240)
+    result.assert_outcomes(passed=4)
