@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,10 @@ def test_a_hanging_commit_transaction_seen_through_every_tool(tmp_path: Path) ->
 
         def commit() -> None:
             # librdkafka ends a commit that outlives its timeout with a retriable error; calling again resumes.
-            for _attempt in range(20):
+            # The steps below run several CLI processes meanwhile, so the commit is retried until a deadline
+            # rather than a fixed number of times (a loaded machine made 20 tries of 2 s too few).
+            deadline = time.monotonic() + 4 * DEADLINE_S
+            while time.monotonic() < deadline:
                 try:
                     producer.commit_transaction(2)
                     outcome.append(None)
@@ -110,10 +114,11 @@ def test_a_hanging_commit_transaction_seen_through_every_tool(tmp_path: Path) ->
         [data_batch] = _batch_lines(partition_log)
         assert "isTransactional: true isControl: false" in data_batch
         statuses = []
-        for log in sorted(broker.data_dir.glob("__transaction_state-*/00000000000000000000.log")):
-            for line in _minikafka("dump-log", "--files", str(log), "--transaction-log-decoder").splitlines():
-                if f'"transactionalId":"{transactional_id}"' in line:
-                    statuses.append(json.loads(line.split(" payload: ", 1)[1])["data"]["transactionStatus"])
+        logs = sorted(broker.data_dir.glob("__transaction_state-*/00000000000000000000.log"))
+        dumped = _minikafka("dump-log", "--files", ",".join(map(str, logs)), "--transaction-log-decoder")
+        for line in dumped.splitlines():
+            if f'"transactionalId":"{transactional_id}"' in line:
+                statuses.append(json.loads(line.split(" payload: ", 1)[1])["data"]["transactionStatus"])
         assert statuses[-1] == 1 and 2 not in statuses
 
         # 4. What the inspector shows (its page reads GET /state), and the metric of open transactions.
