@@ -11,6 +11,7 @@ from minikafka.broker.wire.cluster import ClusterView, NodeControl
 from minikafka.broker.wire.hooks import Counters, CrashPointSwitch, FaultRules, Observers, Recorder
 from minikafka.broker.wire.registry import Registry
 from minikafka.broker.wire.waiters import AppendWaiters
+from minikafka.coordinator.client_metrics.manager import ClientMetricsManager
 from minikafka.coordinator.group import GroupCoordinator
 from minikafka.coordinator.producer_ids import ProducerIdManager
 from minikafka.coordinator.transaction.coordinator import TransactionCoordinator
@@ -35,6 +36,8 @@ class BrokerServices:
     transactions: TransactionCoordinator
     # Dynamic broker and group configs (IncrementalAlterConfigs/AlterConfigs), kept in the data dir.
     dynamic_configs: DynamicConfigStore
+    # Client metrics subscriptions and the client instances pushing telemetry (KIP-714).
+    client_metrics: ClientMetricsManager
     # The hooks' implementations (broker/observe/metrics.py, broker/control/faults.py and crash_points.py),
     # plugged in by the server.
     metrics: Counters
