@@ -37,5 +37,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     except KafkaError as exc:
         code = error_code_for(exc, ctx)
         ctx.log.debug("push telemetry refused", client_instance_id=str(request.client_instance_id),
-                      error=code.name)
+                      error=code.name.upper())
     return build(response_of(request), throttle_time=0, error_code=code)

@@ -272,7 +272,7 @@ class ClientMetricsManager:
             instance.last_error = exc.error_code
             # A client's bad payload is its problem, not the broker's: one line, no stack trace.
             _log.warning("client telemetry refused", client_instance_id=str(instance.instance_id),
-                         client_id=instance.client.client_id, error=exc.error_code.name, reason=str(exc))
+                         client_id=instance.client.client_id, error=exc.error_code.name.upper(), reason=str(exc))
             raise
         instance.keep(payload.resource, payload.points)
         instance.pushes += 1
