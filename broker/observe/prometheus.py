@@ -35,6 +35,10 @@ Confluent's) make of its MBean, so dashboards written for Kafka find it; the res
     minikafka_unexpected_handler_errors_total{request}  answered UNKNOWN_SERVER_ERROR for a handler bug
     process_cpu_seconds_total, process_resident_memory_bytes, python_info
     kafka_server_client_metrics_instance_count          instance-count: client instances known (KIP-714)
+    kafka_server_client_metrics_unknown_subscription_request_total  unknown-subscription-request
+    kafka_server_client_metrics_throttle_total{client_instance_id}  throttle: telemetry requests too early
+    kafka_server_client_metrics_plugin_export_total{client_instance_id}  plugin-export: pushes decoded
+    kafka_server_client_metrics_plugin_error_total{client_instance_id}  plugin-error: pushes not decoded
     org_apache_kafka_...{client_instance_id,client_id,<the point's attributes>}  each metric a client pushed
         (client telemetry, KIP-714), its OpenTelemetry name with `.` as `_`: a gauge's latest value; a sum
         pushed as deltas (Kafka asks for delta temporality) as a `_total` counter of the deltas added up
@@ -193,6 +197,19 @@ class BrokerCollector:
         yield GaugeMetricFamily("kafka_server_client_metrics_instance_count",
                                 "Client instances known to the broker's client metrics manager (KIP-714).",
                                 value=len(instances))
+        yield CounterMetricFamily("kafka_server_client_metrics_unknown_subscription_request",
+                                  "PushTelemetry requests with a stale subscription id.",
+                                  value=self.services.client_metrics.unknown_subscription_requests)
+        per_instance = {name: CounterMetricFamily(f"kafka_server_client_metrics_{name}", text,
+                                                  labels=["client_instance_id"])
+                        for name, text in (("throttle", "Telemetry requests refused as before the push interval."),
+                                           ("plugin_export", "Telemetry pushes decoded and kept."),
+                                           ("plugin_error", "Telemetry pushes whose payload did not decode."))}
+        for instance in instances:
+            for sensor, count in (("throttle", instance.throttled), ("plugin_export", instance.pushes),
+                                  ("plugin_error", instance.push_errors)):
+                per_instance[sensor].add_metric([str(instance.instance_id)], count)
+        yield from per_instance.values()
         families: dict[str, Metric] = {}
         for instance in sorted(instances, key=lambda i: str(i.instance_id)):
             base = {"client_instance_id": str(instance.instance_id), "client_id": instance.client.client_id or ""}

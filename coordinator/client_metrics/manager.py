@@ -93,6 +93,9 @@ class ClientInstance:
     points: tuple[MetricPoint, ...] = ()
     points_dropped: int = 0
     pushes: int = 0
+    # Kafka's per-instance client-metrics sensors: requests refused as too early, payloads not decoded.
+    throttled: int = 0
+    push_errors: int = 0
     last_push_bytes: int = 0
     last_compression: int | None = None
     # Delta sums added up since the first push, per series: counters Prometheus can rate().
@@ -148,6 +151,8 @@ class ClientMetricsManager:
         self.telemetry_max_bytes = telemetry_max_bytes
         self.subscriptions: dict[str, Subscription] = {}
         self.subscription_version = 0
+        # Kafka's unknown-subscription-request sensor.
+        self.unknown_subscription_requests = 0
         self._instances: OrderedDict[uuid.UUID, ClientInstance] = OrderedDict()
 
     # --- subscriptions ------------------------------------------------------------------------------------
@@ -206,6 +211,7 @@ class ClientMetricsManager:
             # What it pushed so far stays on show; only the subscription and its timing start over.
             instance.resource, instance.points, instance.totals = previous.resource, previous.points, previous.totals
             instance.pushes, instance.connection_ids = previous.pushes, previous.connection_ids
+            instance.throttled, instance.push_errors = previous.throttled, previous.push_errors
         self._instances[instance_id] = instance
         self._instances.move_to_end(instance_id)
         while len(self._instances) > MAX_INSTANCES:
@@ -222,6 +228,7 @@ class ClientMetricsManager:
         instance = self._instance(instance_id, client, now_ms)
         if not instance.take_get(now_ms) and instance.last_error not in (ErrorCode.unknown_subscription_id,
                                                                           ErrorCode.unsupported_compression_type):
+            instance.throttled += 1
             raise TelemetryThrottled(f"Request from the client [{instance_id}] arrived before the next push "
                                      "interval time")
         instance.last_error = ErrorCode.none
@@ -255,8 +262,10 @@ class ClientMetricsManager:
             raise InvalidTelemetryRequest(f"Client [{who}] sent the previous request with state terminating to "
                                           "TRUE, can not accept any requests after that")
         if not instance.take_push(now_ms) and not terminating:
+            instance.throttled += 1
             raise TelemetryThrottled(f"Request from the client [{who}] arrived before the next push interval time")
         if subscription != instance.subscription_id:
+            self.unknown_subscription_requests += 1
             raise UnknownSubscriptionId(f"Unknown client subscription id for the client [{who}]")
         if compression_type not in KNOWN_COMPRESSION_TYPES:
             raise UnsupportedTelemetryCompression(f"Unknown compression type [{compression_type}] is received in "
@@ -270,6 +279,7 @@ class ClientMetricsManager:
             payload = decode_metrics(compression_type, metrics, self.telemetry_max_bytes)
         except (CorruptTelemetry, TelemetryTooLarge) as exc:
             instance.last_error = exc.error_code
+            instance.push_errors += 1
             # A client's bad payload is its problem, not the broker's: one line, no stack trace.
             _log.warning("client telemetry refused", client_instance_id=str(instance.instance_id),
                          client_id=instance.client.client_id, error=exc.error_code.name.upper(), reason=str(exc))

@@ -100,10 +100,14 @@ def test_a_producer_s_own_metrics_beside_the_broker_s_view(broker: Broker) -> No
 
     instance_id = client["client_instance_id"]
     samples = [sample for family in text_string_to_metric_families(broker.metrics()) for sample in family.samples
-               if sample.labels.get("client_instance_id") == instance_id]
+               if sample.labels.get("client_instance_id") == instance_id and sample.name.startswith("org_apache_kafka")]
     names = {sample.name for sample in samples}
     assert {"org_apache_kafka_producer_request_latency_avg", "org_apache_kafka_producer_record_queue_time_avg"} <= names
     assert all(sample.labels["client_id"] == client_id for sample in samples)
+    exported = [sample.value for family in text_string_to_metric_families(broker.metrics()) for sample in family.samples
+                if sample.name == "kafka_server_client_metrics_plugin_export_total"
+                and sample.labels["client_instance_id"] == instance_id]
+    assert exported and exported[0] >= 1
 
     pushes = [e for e in broker.trace(api="PushTelemetry", client_id=client_id) if e["errors"] == []]
     assert pushes and any(m["name"] == "org.apache.kafka.producer.request.latency.avg"

@@ -61,6 +61,8 @@ def test_series_per_client_instance() -> None:
     assert sent.type == "counter" and sent.samples[0].value == 8.0
     assert "kafka_network_requestmetrics_requests" not in families, "a client cannot pass for the broker"
     assert families["kafka_server_client_metrics_instance_count"].samples[0].value == 1
+    exported = families["kafka_server_client_metrics_plugin_export"].samples[0]
+    assert exported.labels == {"client_instance_id": str(instance.instance_id)} and exported.value == 0
 
 
 def test_the_broker_s_view_joins_the_client_s_connections() -> None:

@@ -155,7 +155,11 @@ def test_push_errors(setup: str, code: ErrorCode) -> None:
         manager.push(instance.instance_id, instance.subscription_id, True, Compression.NONE, b"", PRODUCER)
         clock.advance(1000)
     assert _code(manager.push, *args) == code
-    assert manager.instance(instance.instance_id).last_error == code  # type: ignore[union-attr]
+    kept = manager.instance(instance.instance_id)
+    assert kept is not None and kept.last_error == code
+    assert kept.throttled == (1 if code == ErrorCode.throttling_quota_exceeded else 0)
+    assert kept.push_errors == (1 if code == ErrorCode.invalid_record else 0)
+    assert manager.unknown_subscription_requests == (1 if code == ErrorCode.unknown_subscription_id else 0)
 
 
 def test_a_terminating_push_is_never_early_and_reserved_ids_are_invalid() -> None:
