@@ -39,6 +39,7 @@ from minikafka.broker.wire.registry import Registry
 from minikafka.broker.wire.services import BrokerServices
 from minikafka.broker.wire.waiters import AppendWaiters
 from minikafka.broker.wiring import make_group_coordinator, make_transaction_coordinator
+from minikafka.coordinator.client_metrics.manager import ClientMetricsManager
 from minikafka.coordinator.producer_ids import ProducerIdManager
 from minikafka.coordinator.timers import Timers
 from minikafka.protocol.framing import FrameReceiver
@@ -208,6 +209,15 @@ def _clock_for(config: BrokerConfig) -> Clock:
     return SystemClock()
 
 
+def _client_metrics_manager(config: BrokerConfig, dynamic_configs: DynamicConfigStore,
+                            clock: Clock) -> ClientMetricsManager:
+    """The client metrics manager, with the subscriptions kept in the data directory."""
+    manager = ClientMetricsManager(clock, config.telemetry_max_bytes)
+    for name, properties in sorted(dynamic_configs.client_metrics.items()):
+        manager.update_subscription(name, properties)
+    return manager
+
+
 class BrokerServer:
     def __init__(self, config: BrokerConfig, clock: Clock | None = None, *, owns_process: bool = False) -> None:
         """`owns_process`: the broker is the whole process (`minikafka serve`), so a crash point may kill it."""
@@ -265,8 +275,10 @@ class BrokerServer:
         producer_ids = ProducerIdManager(config.data_dir)
         self.services = BrokerServices(
             config=config, clock=self.clock, cluster=cluster, logs=logs,
-            registry=Registry(all_handler_modules(), config.kafka_version), waiters=waiters, groups=groups,
-            producer_ids=producer_ids, dynamic_configs=dynamic_configs,
+            registry=Registry(all_handler_modules(), config.kafka_version,
+                              client_telemetry=config.client_telemetry_enabled),
+            waiters=waiters, groups=groups, producer_ids=producer_ids, dynamic_configs=dynamic_configs,
+            client_metrics=_client_metrics_manager(config, dynamic_configs, self.clock),
             transactions=make_transaction_coordinator(config, logs, producer_ids.allocate, self.clock, groups,
                                                       waiters),
             metrics=BrokerMetrics(), faults=FaultTable(), crash_points=CrashPoints(kills_process=self.owns_process),

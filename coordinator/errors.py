@@ -83,3 +83,34 @@ class OffsetMetadataTooLarge(GroupError):
     """A commit's metadata is over `offset.metadata.max.bytes` (one partition's error)."""
 
     error_code = ErrorCode.offset_metadata_too_large
+
+
+class TelemetryRefused(KafkaError):
+    """The client metrics manager refuses a GetTelemetrySubscriptions or PushTelemetry request."""
+
+
+class TelemetryThrottled(TelemetryRefused):
+    """A request before the push interval has passed (Kafka's ThrottlingQuotaExceededException)."""
+
+    error_code = ErrorCode.throttling_quota_exceeded
+
+
+class UnknownSubscriptionId(TelemetryRefused):
+    error_code = ErrorCode.unknown_subscription_id
+
+
+class UnsupportedTelemetryCompression(TelemetryRefused):
+    error_code = ErrorCode.unsupported_compression_type
+
+
+class InvalidTelemetryRequest(TelemetryRefused):
+    """Not InvalidRequest, which closes the connection: Kafka answers these with the code."""
+
+    error_code = ErrorCode.invalid_request
+
+
+class InvalidClientMetricsConfig(KafkaError):
+    """A client metrics subscription config Kafka's ClientMetricsConfigs.validate refuses with
+    InvalidRequestException; its ConfigException and InvalidConfigurationException are INVALID_CONFIG."""
+
+    error_code = ErrorCode.invalid_request

@@ -34,5 +34,10 @@ class CorruptRecord(KafkaError):
     error_code = ErrorCode.corrupt_message
 
 
+class DecompressedTooLarge(CorruptRecord):
+    """Compressed data that would decompress to more than the reader allows (a "zip bomb" or an honest
+    payload over a configured maximum); readers that answer the two differently tell them apart by this."""
+
+
 class UnsupportedCompression(KafkaError):
     error_code = ErrorCode.unsupported_compression_type

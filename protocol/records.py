@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import NamedTuple
 
-from minikafka.protocol.errors import CorruptRecord, UnsupportedCompression
+from minikafka.protocol.errors import CorruptRecord, DecompressedTooLarge, UnsupportedCompression
 from minikafka.protocol.primitives import read_varlong, write_varlong
 
 HEADER_SIZE = 61
@@ -347,7 +347,7 @@ def decompress(codec: int, data: bytes | memoryview, limit: int = MAX_DECOMPRESS
 
 
 def _too_large(codec: str, limit: int) -> CorruptRecord:
-    return CorruptRecord(f"{codec} records decompress to more than {limit} bytes")
+    return DecompressedTooLarge(f"{codec} records decompress to more than {limit} bytes")
 
 
 def _gunzip(data: bytes, limit: int) -> bytes:

@@ -158,6 +158,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("minikafka.trace.topics", "list", "", "minikafka: trace only requests naming one of these topics."),
     ("minikafka.trace.ring.size", "int", "1000",
      "minikafka: exchanges kept in memory for the inspector and GET /trace, traced to a file or not; 0: none."),
+    ("minikafka.client.telemetry.enabled", "boolean", "false",
+     "minikafka: receive client telemetry (KIP-714): serve GetTelemetrySubscriptions and PushTelemetry and show "
+     "what clients push in the inspector, /metrics and the trace (docs/telemetry-and-quotas.md). Kafka serves "
+     "them only with a telemetry receiver plugin configured; this is minikafka's built-in one."),
+    ("telemetry.max.bytes", "int", "1048576",
+     "The largest client telemetry payload accepted, compressed or decompressed (TELEMETRY_TOO_LARGE past it)."),
     ("minikafka.pcap.file", "string", None,
      "minikafka: write the raw conversation to this pcap file, framed as TCP on the real ports, for Wireshark. "
      "`--pcap` sets it."),
@@ -383,6 +389,8 @@ class BrokerConfig:
     trace_topics: tuple[str, ...] = ()
     trace_ring_size: int = 1000
     pcap_file: str | None = None
+    client_telemetry_enabled: bool = False
+    telemetry_max_bytes: int = 1048576
     cluster_id: str | None = None
     log_defaults: LogConfig = field(default_factory=LogConfig)
     # Every property as given (after precedence), for DescribeConfigs' "static" source.
@@ -604,6 +612,8 @@ def build_config(
         trace_topics=_names(get("minikafka.trace.topics")),
         trace_ring_size=_at_least(0, "minikafka.trace.ring.size", get("minikafka.trace.ring.size")),
         pcap_file=props.get("minikafka.pcap.file") or None,
+        client_telemetry_enabled=get("minikafka.client.telemetry.enabled").lower() == "true",
+        telemetry_max_bytes=_at_least(1, "telemetry.max.bytes", get("telemetry.max.bytes")),
         cluster_id=props.get("cluster.id"),
         log_defaults=log_defaults,
         properties=dict(props),

@@ -34,6 +34,8 @@ from typing import Any
 import structlog
 from minikafka.broker.config.config import BROKER_CONFIGS, BrokerConfig
 from minikafka.broker.config.versions import profile_defaults
+from minikafka.coordinator.client_metrics.configs import CLIENT_METRICS_CONFIGS, list_value
+from minikafka.coordinator.client_metrics.configs import validate as validate_client_metrics
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.checkpoint import write_atomically
 from minikafka.storage.config import (
@@ -57,6 +59,7 @@ DYNAMIC_BROKER_CONFIG = 2
 DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+CLIENT_METRICS_CONFIG = 7
 GROUP_CONFIG = 8
 
 _CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7,
@@ -172,6 +175,8 @@ class DynamicConfigStore:
     profile: Mapping[str, str]
     brokers: dict[str, dict[str, str]] = field(default_factory=dict)
     groups: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Client metrics subscriptions (CLIENT_METRICS resources, KIP-714), by name.
+    client_metrics: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, config: BrokerConfig) -> DynamicConfigStore:
@@ -181,6 +186,7 @@ class DynamicConfigStore:
             saved = json.loads(store.path.read_text())
             store.brokers = {str(k): dict(v) for k, v in saved.get("brokers", {}).items()}
             store.groups = {str(k): dict(v) for k, v in saved.get("groups", {}).items()}
+            store.client_metrics = {str(k): dict(v) for k, v in saved.get("client_metrics", {}).items()}
             _log.info("loaded dynamic configs", path=str(store.path), brokers=store.brokers,
                       groups=sorted(store.groups))
         return store
@@ -373,8 +379,48 @@ class DynamicConfigStore:
             entries.append(config_entry(name, value, source, spec.type, spec.doc, synonyms, read_only=False))
         return entries
 
+    # --- client metrics subscriptions -------------------------------------------------------
+
+    def alter_client_metrics(self, name: str, wanted: Mapping[str, str], *, validate_only: bool) -> None:
+        """Make `wanted` the configs of subscription `name` (none: delete it), validated as Kafka's
+        ControllerConfigurationValidator does with ClientMetricsConfigs.validate."""
+        validate_client_metrics(name, wanted)
+        if validate_only:
+            return
+        previous = self.client_metrics
+        self.client_metrics = {**self.client_metrics, name: dict(wanted)}
+        if not wanted:
+            del self.client_metrics[name]
+        try:
+            self._save()
+        except OSError as exc:
+            self.client_metrics = previous
+            raise KafkaStorageError(f"cannot write {self.path.name}: {exc.strerror or exc}") from exc
+        _log.info("altered client metrics subscription", subscription=name, configs=wanted)
+
+    def client_metrics_layer(self, name: str) -> dict[str, str]:
+        return dict(self.client_metrics.get(name, {}))
+
+    def client_metrics_entries(self, name: str, keys: set[str] | None,
+                               include_synonyms: bool) -> list[dict[str, Any]]:
+        """Kafka's ConfigHelper for CLIENT_METRICS: every key, set (CLIENT_METRICS_CONFIG) or its default; a
+        subscription that does not exist is all defaults."""
+        stored = self.client_metrics.get(name, {})
+        entries = []
+        for key, spec in sorted(CLIENT_METRICS_CONFIGS.items()):
+            if keys is not None and key not in keys:
+                continue
+            value, source = (stored[key], CLIENT_METRICS_CONFIG) if key in stored else (spec.default, DEFAULT_CONFIG)
+            if spec.type == "list":
+                value = ",".join(list_value(value))  # as ConfigDef.convertToString prints a parsed list
+            synonyms = [{"name": key, "value": value, "source": source}] if include_synonyms and key in stored else []
+            entries.append(config_entry(key, value, source, spec.type, spec.doc, synonyms, read_only=False))
+        return entries
+
     # --- persistence --------------------------------------------------------------------
 
     def _save(self) -> None:
-        document = {"version": _FORMAT_VERSION, "brokers": self.brokers, "groups": self.groups}
+        document: dict[str, Any] = {"version": _FORMAT_VERSION, "brokers": self.brokers, "groups": self.groups}
+        if self.client_metrics:
+            document["client_metrics"] = self.client_metrics
         write_atomically(self.path, json.dumps(document, indent=1, sort_keys=True).encode())

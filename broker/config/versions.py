@@ -15,6 +15,13 @@ brokers advertised it, and a client asking for group.protocol=consumer tries it)
 Kafka 4.1 serves Produce v13 (topics by id) but keeps OffsetCommit and OffsetFetch v10 (topics by id)
 unstable, advertised only under `unstable.api.versions.enable` (KAFKA-14690/14691; stable from 4.2), so
 its rows stop at v9 as its broker's answer does.
+Client telemetry (KIP-714): GetTelemetrySubscriptions (71) and PushTelemetry (72) v0 came with 3.7, but
+a Kafka broker advertises them only when a telemetry receiver plugin is configured, so the recordings
+lack them; the registry serves them only with `minikafka.client.telemetry.enabled`
+(broker/wire/registry.py). ListClientMetricsResources (74 v0, KIP-1000) came with 3.7 too, on KRaft brokers
+only: the 3.x recordings are of ZooKeeper-mode brokers (they list LeaderAndIsr and the other ZooKeeper
+inter-broker APIs), so 74 starts with the 4.0 row; 4.1 renamed it ListConfigResources and added v1
+(KIP-1142).
 """
 
 from __future__ import annotations
@@ -90,6 +97,7 @@ KAFKA_API_VERSIONS: Mapping[str, KafkaRanges] = {
         37: (0, 3), 42: (0, 2), 44: (0, 1), 47: (0, 0), 60: (0, 1), 61: (0, 0), 65: (0, 0), 66: (0, 0),
         68: (0, 0),
         29: (0, 3), 30: (0, 3), 31: (0, 3), 36: (0, 2), 50: (0, 0), 51: (0, 0),
+        71: (0, 0), 72: (0, 0),
     },
     "3.8": {
         0: (0, 11), 1: (0, 16), 2: (0, 8), 3: (0, 12), 8: (0, 9), 9: (0, 9), 10: (0, 5), 11: (0, 9), 12: (0, 4),
@@ -98,6 +106,7 @@ KAFKA_API_VERSIONS: Mapping[str, KafkaRanges] = {
         37: (0, 3), 42: (0, 2), 44: (0, 1), 47: (0, 0), 60: (0, 1), 61: (0, 0), 65: (0, 0), 66: (0, 1),
         68: (0, 0), 69: (0, 0),
         29: (0, 3), 30: (0, 3), 31: (0, 3), 36: (0, 2), 50: (0, 0), 51: (0, 0),
+        71: (0, 0), 72: (0, 0),
     },
     "3.9": {
         0: (0, 11), 1: (0, 17), 2: (0, 9), 3: (0, 12), 8: (0, 9), 9: (0, 9), 10: (0, 6), 11: (0, 9), 12: (0, 4),
@@ -106,6 +115,7 @@ KAFKA_API_VERSIONS: Mapping[str, KafkaRanges] = {
         37: (0, 3), 42: (0, 2), 44: (0, 1), 47: (0, 0), 60: (0, 1), 61: (0, 0), 65: (0, 0), 66: (0, 1),
         68: (0, 0), 69: (0, 0),
         29: (0, 3), 30: (0, 3), 31: (0, 3), 36: (0, 2), 50: (0, 0), 51: (0, 0),
+        71: (0, 0), 72: (0, 0),
     },
     "4.0": {
         0: (0, 12), 1: (4, 17), 2: (1, 10), 3: (0, 13), 8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (2, 9), 12: (0, 4),
@@ -114,6 +124,7 @@ KAFKA_API_VERSIONS: Mapping[str, KafkaRanges] = {
         37: (0, 3), 42: (0, 2), 44: (0, 1), 47: (0, 0), 60: (0, 2), 61: (0, 0), 65: (0, 0), 66: (0, 1),
         68: (0, 1), 69: (0, 1), 75: (0, 0),
         29: (1, 3), 30: (1, 3), 31: (1, 3), 36: (0, 2), 50: (0, 0), 51: (0, 0),
+        71: (0, 0), 72: (0, 0), 74: (0, 0),
     },
     "4.1": {
         0: (0, 13), 1: (4, 18), 2: (1, 10), 3: (0, 13), 8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (0, 9), 12: (0, 4),
@@ -122,6 +133,7 @@ KAFKA_API_VERSIONS: Mapping[str, KafkaRanges] = {
         37: (0, 3), 42: (0, 2), 44: (0, 1), 47: (0, 0), 60: (0, 2), 61: (0, 0), 65: (0, 0), 66: (0, 2),
         68: (0, 1), 69: (0, 1), 75: (0, 0),
         29: (1, 3), 30: (1, 3), 31: (1, 3), 36: (0, 2), 50: (0, 0), 51: (0, 0),
+        71: (0, 0), 72: (0, 0), 74: (0, 1),
     },
     "4.2": {
         0: (0, 13), 1: (4, 18), 2: (1, 10), 3: (0, 13), 8: (2, 10), 9: (1, 10), 10: (0, 6), 11: (0, 9), 12: (0, 4),

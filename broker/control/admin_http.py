@@ -7,7 +7,8 @@
     GET    /faults/{id}     {"fault": rule}, or 404
     DELETE /faults/{id}     {"removed": 1}, or 404
     GET    /state           topics, partitions, producers, transactions and groups, classic and KIP-848
-                            consumer groups (state_snapshot below)
+                            consumer groups, and the client instances pushing telemetry (KIP-714) with
+                            their metrics and the broker's view of their connections (state_snapshot below)
     GET    /state/wait?topic=T&partition=P&lso=N&timeout_ms=MS
                             200 {"partition": ...} once P's last stable offset is >= N; 408 with the
                             partition as it was when timeout_ms (default 10000, at most 60000) passed
@@ -52,6 +53,7 @@ import structlog
 from minikafka.broker.control.crash_points import CrashPointError, crash_points_of
 from minikafka.broker.control.faults import FaultSpecError, fault_table
 from minikafka.broker.control.inspector import ASSET_HEADERS, ASSETS, Asset
+from minikafka.broker.observe.client_telemetry import clients_state
 from minikafka.coordinator.group.records import CONSUMER_PROTOCOL_TYPE, consumer_subscription_topics
 from minikafka.coordinator.transaction.coordinator import CRASH_POINTS
 from minikafka.protocol.errors import CorruptRecord
@@ -207,7 +209,8 @@ def state_snapshot(services: BrokerServices) -> dict[str, Any]:
         if consumer_group is not None:
             groups.setdefault(group_id, {"committed": {}, "lag": {}}).update(
                 _consumer_group_state(coordinator, consumer_group))
-    snapshot = {"topics": topics, "transactions": _transactions_state(services), "groups": groups}
+    snapshot = {"topics": topics, "transactions": _transactions_state(services), "groups": groups,
+                "clients": clients_state(services)}
     if services.schema_registry is not None:
         snapshot["schema_registry"] = services.schema_registry.snapshot()
     return snapshot

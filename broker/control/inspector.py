@@ -1,6 +1,7 @@
 """The web inspector served by the admin listener: one HTML page, its script and its style sheet.
 
-The page polls GET /state every second (topics and partitions, producers and transactions, groups)
+The page polls GET /state every second (topics and partitions, producers and transactions, groups, and
+the client instances pushing telemetry with the broker's view of their connections)
 and shows the flight recorder's exchanges live from GET /trace/stream (server-sent events), falling
 back to polling GET /trace where no stream is served. Plain HTML and one small script, kept here as
 strings so they ship inside the wheel with no package-data setup and no front-end build chain.
@@ -80,6 +81,14 @@ INSPECTOR_HTML = """<!doctype html>
   <table>
     <thead><tr><th>Subject</th><th>Compatibility</th><th>Versions (version: id, type)</th>
       <th>Deleted versions</th></tr></thead>
+    <tbody></tbody>
+  </table>
+</section>
+<section id="clients">
+  <h2>Client telemetry <span class="count" id="clients-count"></span></h2>
+  <table>
+    <thead><tr><th>Client instance</th><th>Client id, software</th><th>Subscription</th>
+      <th>Its own metrics (last push)</th><th>What the broker saw (connections: requests, latency)</th></tr></thead>
     <tbody></tbody>
   </table>
 </section>
@@ -368,6 +377,37 @@ INSPECTOR_JS = r"""
     fill("schema-registry", rows, 4, "No subjects.");
   }
 
+  // KIP-714: what each client instance pushed, beside the broker's view of its connections.
+  function renderClients(clients) {
+    const rows = [];
+    for (const [id, c] of Object.entries(clients)) {
+      const software = [c.client_software_name, c.client_software_version].filter((x) => x).join(" ");
+      const who = list([el("span", c.client_id || "?"), el("span", software), el("span", c.client_source_address +
+        (c.client_source_port ? ":" + c.client_source_port : ""))]);
+      const subscription = list([el("span", (c.subscriptions.join(", ") || "no subscription")),
+        el("span", "metrics: " + (c.requested_metrics.join(", ") || "none")),
+        el("span", "every " + c.push_interval_ms + " ms, " + c.pushes + " pushes"),
+        el("span", "last error: " + c.last_error, c.last_error !== "NONE" ? "lagging" : null)]);
+      const metrics = c.metrics.map((m) => {
+        const attributes = Object.entries(m.attributes).map(([k, v]) => k + "=" + v).join(",");
+        const value = m.total !== undefined ? m.total + " (+" + m.value + ")" : m.value;
+        return el("span", m.name + (attributes ? "{" + attributes + "}" : "") + " " + value);
+      });
+      const seen = c.broker_view.map((conn) => {
+        const apis = Object.entries(conn.apis).map(([api, a]) => api + " " + a.requests + " requests, avg " +
+          a.latency_avg_ms + " ms (max " + a.latency_max_ms + ")").join("; ");
+        return el("span", "conn " + conn.connection_id + " " + conn.peer + ": " + apis);
+      });
+      const tr = el("tr");
+      tr.dataset.clientInstance = id;
+      tr.append(cell(id), cell(who), cell(subscription), cell(list(metrics)), cell(list(seen)));
+      rows.push(tr);
+    }
+    byId("clients-count").textContent = "(" + rows.length + ")";
+    fill("clients", rows, 5, "No client telemetry (minikafka.client.telemetry.enabled and a client metrics " +
+      "subscription).");
+  }
+
   function setStatus(id, text, bad) {
     const node = byId(id);
     node.textContent = text;
@@ -389,6 +429,7 @@ INSPECTOR_JS = r"""
       renderProducers(state.topics || {}, transactions);
       renderGroups(state.groups || {});
       renderSchemaRegistry(state.schema_registry);
+      renderClients(state.clients || {});
       setStatus("state-status", "state at " + new Date().toISOString().slice(11, 19) + " UTC", false);
     } catch (error) {
       setStatus("state-status", "GET /state failed: " + error.message, true);

@@ -6,6 +6,8 @@ Behavior:
 - v3+: supported and finalized features (`metadata.version`, `transaction.version`, `group.version`,
   `kraft.version`) from broker/wire/features.py: the profile's release and what this broker implements.
   v3 leaves out supported features whose minimum is 0, as Kafka does (KAFKA-17011); v4 lists them.
+- v3+: the client's software name and version are kept on the connection, for client metrics
+  subscriptions' `match` patterns (KIP-714).
 - Default-valued tagged fields are not written (kio skips them): with nothing finalized, as in the
   2.8-3.2 profiles, the v3+ body ends with an empty tag buffer, which Debian's kcat (librdkafka 2.0.2)
   needs.
@@ -31,6 +33,9 @@ VERSIONS = VersionRange(0, 4)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if request.__version__ >= 3:
+        ctx.session.client_software_name = request.client_software_name
+        ctx.session.client_software_version = request.client_software_version
     return _response(ctx.services.registry, response_of(request), ctx.services.config.transaction_version)
 
 

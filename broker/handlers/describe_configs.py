@@ -12,8 +12,11 @@ Behavior:
   node's id: INVALID_REQUEST ("Unexpected broker id, expected 1 or empty string, but received 2", Kafka's
   ConfigHelper).
 - GROUP (32): Kafka's group configs (GroupConfig), set (GROUP_CONFIG) or the broker's default.
+- CLIENT_METRICS (16): a client metrics subscription's `metrics`, `interval.ms` and `match`, set
+  (CLIENT_METRICS_CONFIG) or the default, as Kafka's ConfigHelper; an empty name INVALID_REQUEST
+  ("Client metrics subscription name must not be empty"). A name never set is described with the defaults.
 - BROKER_LOGGER (8) and others: INVALID_REQUEST ("Unsupported resource type: BROKER_LOGGER"; Kafka lists
-  its log4j loggers and client metrics subscriptions, which minikafka does not have).
+  its log4j loggers, which minikafka does not have).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from minikafka.storage.manager import validate_topic_name
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = VersionRange(1, 4)
 
-TOPIC, BROKER, GROUP = 2, 4, 32
+TOPIC, BROKER, CLIENT_METRICS, GROUP = 2, 4, 16, 32
 # Kafka's ConfigResource.Type names, as its messages print them.
 _RESOURCE_TYPE_NAMES = {2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
 
@@ -56,6 +59,10 @@ def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> list[dict[s
         if not resource.resource_name:
             raise KafkaError("Group name must not be empty", code=ErrorCode.invalid_request)
         return services.dynamic_configs.group_entries(resource.resource_name, keys, synonyms)
+    if resource.resource_type == CLIENT_METRICS:
+        if not resource.resource_name:
+            raise KafkaError("Client metrics subscription name must not be empty", code=ErrorCode.invalid_request)
+        return services.dynamic_configs.client_metrics_entries(resource.resource_name, keys, synonyms)
     shown = _RESOURCE_TYPE_NAMES.get(resource.resource_type, "UNKNOWN")
     raise KafkaError(f"Unsupported resource type: {shown}", code=ErrorCode.invalid_request)
 

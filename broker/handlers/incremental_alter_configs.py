@@ -23,6 +23,11 @@ Behavior:
 - GROUP (32) resources: Kafka's group configs (GroupConfig); an unknown key or a value outside the
   broker's group.consumer.*/group.share.* bounds is INVALID_CONFIG. consumer.session.timeout.ms and
   consumer.heartbeat.interval.ms apply to that KIP-848 group from its members' next heartbeat.
+- CLIENT_METRICS (16): client metrics subscriptions (KIP-714: `metrics`, `interval.ms`, `match`),
+  validated as Kafka's ClientMetricsConfigs (an unknown key or an interval outside 100-3600000
+  INVALID_REQUEST, a bad match pattern INVALID_CONFIG), APPEND/SUBTRACT on the two lists; deleting every
+  key deletes the subscription. Persisted and applied at once: clients get the new subscription at
+  their next telemetry request (coordinator/client_metrics/).
 - BROKER_LOGGER (8): INVALID_REQUEST (no log4j loggers here); other types: INVALID_REQUEST ("Unknown
   resource type N").
 """
@@ -36,6 +41,7 @@ from minikafka.broker.handlers._shared.config_changes import (
     APPEND,
     BROKER,
     BROKER_LOGGER,
+    CLIENT_METRICS,
     GROUP,
     SUBTRACT,
     TOPIC,
@@ -45,6 +51,7 @@ from minikafka.broker.handlers._shared.config_changes import (
     refuse_null_values,
 )
 from minikafka.broker.wire.context import RequestContext
+from minikafka.coordinator.client_metrics.configs import CLIENT_METRICS_CONFIGS
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.storage.config import TOPIC_CONFIGS
 from minikafka.storage.errors import InvalidConfig
@@ -124,6 +131,17 @@ def _alter_group(ctx: RequestContext, resource: Any, validate_only: bool) -> Non
     store.alter_group(resource.resource_name, wanted, validate_only=validate_only)
 
 
+def _alter_client_metrics(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
+    store = ctx.services.dynamic_configs
+    name = resource.resource_name
+    wanted = _incremental_result(store.client_metrics_layer(name), resource,
+                                 {key: spec.type for key, spec in CLIENT_METRICS_CONFIGS.items()},
+                                 {key: spec.default for key, spec in CLIENT_METRICS_CONFIGS.items()})
+    store.alter_client_metrics(name, wanted, validate_only=validate_only)
+    if not validate_only:
+        ctx.services.client_metrics.update_subscription(name, wanted)
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     def alter(resource: Any) -> None:
         # Only DELETE may carry a null value; Kafka refuses the others before anything else is looked at.
@@ -134,6 +152,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             _alter_broker(ctx, resource, request.validate_only)
         elif resource.resource_type == GROUP:
             _alter_group(ctx, resource, request.validate_only)
+        elif resource.resource_type == CLIENT_METRICS:
+            _alter_client_metrics(ctx, resource, request.validate_only)
         elif resource.resource_type == BROKER_LOGGER:
             raise invalid_request("broker loggers cannot be altered: minikafka has no log4j loggers")
         else:

@@ -184,6 +184,40 @@ def count_error_codes(response: Any, counts: dict[int, int]) -> None:
     counter(response, counts)
 
 
+# Connections whose requests are counted one by one (ConnectionStats), newest first kept: closed ones age out.
+MAX_TRACKED_CONNECTIONS = 1024
+
+
+class ConnectionStats:
+    """What the broker saw of one connection: its requests per API, their latency and bytes. Shown beside the
+    metrics the client itself pushes (broker/observe/client_telemetry.py)."""
+
+    __slots__ = ("apis", "bytes_in", "bytes_out", "client_id", "connection_id", "first_ms", "last_ms", "peer")
+
+    def __init__(self, exchange: Exchange) -> None:
+        self.connection_id = exchange.connection_id
+        self.peer = exchange.peer
+        self.client_id = exchange.client_id
+        self.first_ms = exchange.time_ms
+        self.last_ms = exchange.time_ms
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.apis: dict[int, list[int]] = {}  # api key -> [requests, latency sum ns, latency max ns]
+
+    def add(self, exchange: Exchange) -> None:
+        self.last_ms = exchange.time_ms
+        self.client_id = exchange.client_id
+        self.bytes_in += exchange.request_bytes + _SIZE_PREFIX
+        self.bytes_out += exchange.response_bytes + _SIZE_PREFIX if exchange.outcome == ANSWERED else 0
+        counts = self.apis.get(exchange.api_key)
+        if counts is None:
+            counts = self.apis[exchange.api_key] = [0, 0, 0]
+        counts[0] += 1
+        counts[1] += exchange.latency_ns
+        if exchange.latency_ns > counts[2]:
+            counts[2] = exchange.latency_ns
+
+
 @dataclass(slots=True)
 class BrokerMetrics:
     # Requests (or partitions of one) answered UNKNOWN_SERVER_ERROR because a handler raised
@@ -201,6 +235,8 @@ class BrokerMetrics:
     open_connections: Callable[[], int] | None = None
     # The Prometheus registry of this broker, made at the first scrape (broker/observe/prometheus.py).
     registry: Any = None
+    # Per connection id, the MAX_TRACKED_CONNECTIONS most recently opened.
+    connections: dict[int, ConnectionStats] = field(default_factory=dict)
     _slots: dict[int, _Slot] = field(default_factory=dict)
 
     def count_unexpected(self, api: str) -> None:
@@ -228,6 +264,16 @@ class BrokerMetrics:
                 if counter is None:
                     counter = _counter(type(response))
                 counter(response, stats.errors)
+        connection = self.connections.get(exchange.connection_id)
+        if connection is None:
+            connection = self._track(exchange)
+        connection.add(exchange)
+
+    def _track(self, exchange: Exchange) -> ConnectionStats:
+        connection = self.connections[exchange.connection_id] = ConnectionStats(exchange)
+        if len(self.connections) > MAX_TRACKED_CONNECTIONS:
+            del self.connections[next(iter(self.connections))]  # the oldest opened: most likely closed by now
+        return connection
 
     def _slot(self, api_key: int, api_version: int) -> _Slot:
         name = kafka_request_name(api_key)

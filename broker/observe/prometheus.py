@@ -34,6 +34,17 @@ Confluent's) make of its MBean, so dashboards written for Kafka find it; the res
     minikafka_connections_closed_bad_input_total{reason}  frame size, invalid request, unanswerable request
     minikafka_unexpected_handler_errors_total{request}  answered UNKNOWN_SERVER_ERROR for a handler bug
     process_cpu_seconds_total, process_resident_memory_bytes, python_info
+    kafka_server_client_metrics_instance_count          instance-count: client instances known (KIP-714)
+    kafka_server_client_metrics_unknown_subscription_request_total  unknown-subscription-request
+    kafka_server_client_metrics_throttle_total{client_instance_id}  throttle: telemetry requests too early
+    kafka_server_client_metrics_plugin_export_total{client_instance_id}  plugin-export: pushes decoded
+    kafka_server_client_metrics_plugin_error_total{client_instance_id}  plugin-error: pushes not decoded
+    org_apache_kafka_...{client_instance_id,client_id,<the point's attributes>}  each metric a client pushed
+        (client telemetry, KIP-714), its OpenTelemetry name with `.` as `_`: a gauge's latest value; a sum
+        pushed as deltas (Kafka asks for delta temporality) as a `_total` counter of the deltas added up
+        since the broker first saw the instance; a histogram's `_sum` and `_count`. Bounded by the
+        instances kept (1024) and the points kept per instance (1000); names that would collide with the
+        broker's own (kafka_*, minikafka_*, process_*, python_*) are left out.
 
 Partitions of internal topics (`__consumer_offsets`, `__transaction_state`) are included, as Kafka's
 LogEndOffset includes them. Ages are on the broker clock, so a manual clock's advance shows in them.
@@ -81,6 +92,7 @@ class BrokerCollector:
         yield from self._transactions()
         yield from self._bad_input()
         yield from self._schema_registry()
+        yield from self._client_telemetry()
         yield from _process()
 
     def _requests(self) -> Iterator[Metric]:
@@ -197,6 +209,72 @@ class BrokerCollector:
                                 value=sum(1 for s in subjects.values() if any(not v["deleted"] for v in s["versions"])))
         yield GaugeMetricFamily("minikafka_schema_registry_schema_versions", "Subject versions, soft-deleted included.",
                                 value=sum(len(s["versions"]) for s in subjects.values()))
+    def _client_telemetry(self) -> Iterator[Metric]:
+        instances = self.services.client_metrics.instances()
+        yield GaugeMetricFamily("kafka_server_client_metrics_instance_count",
+                                "Client instances known to the broker's client metrics manager (KIP-714).",
+                                value=len(instances))
+        yield CounterMetricFamily("kafka_server_client_metrics_unknown_subscription_request",
+                                  "PushTelemetry requests with a stale subscription id.",
+                                  value=self.services.client_metrics.unknown_subscription_requests)
+        per_instance = {name: CounterMetricFamily(f"kafka_server_client_metrics_{name}", text,
+                                                  labels=["client_instance_id"])
+                        for name, text in (("throttle", "Telemetry requests refused as before the push interval."),
+                                           ("plugin_export", "Telemetry pushes decoded and kept."),
+                                           ("plugin_error", "Telemetry pushes whose payload did not decode."))}
+        for instance in instances:
+            for sensor, count in (("throttle", instance.throttled), ("plugin_export", instance.pushes),
+                                  ("plugin_error", instance.push_errors)):
+                per_instance[sensor].add_metric([str(instance.instance_id)], count)
+        yield from per_instance.values()
+        families: dict[str, Metric] = {}
+        for instance in sorted(instances, key=lambda i: str(i.instance_id)):
+            base = {"client_instance_id": str(instance.instance_id), "client_id": instance.client.client_id or ""}
+            for point in instance.points:
+                name = _metric_name(point.name)
+                if name is None:
+                    continue
+                labels = {**{_label_name(k): v for k, v in point.attributes}, **base}
+                if point.kind == "sum" and point.delta:
+                    _sample(families, name, "counter", point.name, labels, instance.totals.get(point.key, 0.0))
+                elif point.kind == "sum" and point.monotonic:
+                    _sample(families, name, "counter", point.name, labels, point.value)
+                elif point.count is not None:
+                    _sample(families, name + "_sum", "gauge", point.name, labels, point.value)
+                    _sample(families, name + "_count", "gauge", point.name, labels, point.count)
+                else:
+                    _sample(families, name, "gauge", point.name, labels, point.value)
+        yield from families.values()
+
+
+_RESERVED_PREFIXES = ("kafka_", "minikafka_", "process_", "python_")
+
+
+def _metric_name(name: str) -> str | None:
+    """A pushed metric's name as Prometheus allows it; None for one that could pass for the broker's own."""
+    cleaned = "".join(c if c.isascii() and (c.isalnum() or c in "_:") else "_" for c in name)
+    if not cleaned or cleaned[0].isdigit() or cleaned.startswith(_RESERVED_PREFIXES):
+        return None
+    return cleaned
+
+
+def _label_name(key: str) -> str:
+    cleaned = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in key)
+    return cleaned if cleaned and not cleaned[0].isdigit() and not cleaned.startswith("__") else f"attr_{cleaned}"
+
+
+def _sample(families: dict[str, Metric], name: str, kind: str, source: str, labels: dict[str, str],
+            value: float) -> None:
+    """One sample of a client's metric; the family is made at its first sample (the label sets of its samples
+    may differ: they are the attributes each client put on its points). A counter's samples end in `_total`.
+    A name already taken by a family of another type is left out rather than written twice."""
+    family_name = name.removesuffix("_total") if kind == "counter" else name
+    family = families.get(family_name)
+    if family is None:
+        family = families[family_name] = Metric(family_name, f"Client telemetry: {source}", kind)
+    elif family.type != kind:
+        return
+    family.add_sample(family_name + "_total" if kind == "counter" else name, labels, value)
 
 
 def _process() -> Iterator[Metric]:

@@ -8,6 +8,10 @@ An entry (one line of `--trace FILE`, one element of GET /trace, one event of GE
      "outcome": "answered" | "no_response" | "closed", "close_reason": "..." (closed only),
      "topics": [...], "errors": ["NOT_COORDINATOR", ...], "request": {...}, "response": {...}}
 
+A PushTelemetry exchange (KIP-714) also has "telemetry": the pushed OpenTelemetry metrics decoded,
+{"resource": {...}, "points": N, "metrics": [{"name", "value", "attributes"}, ...]} (the first 200), or
+{"error": "INVALID_RECORD", "reason": "..."} for a payload that does not decode.
+
 The bodies are rendered by protocol/render.py (error codes by name, record batches summarised from
 their headers). "topics" lists every topic the request or response names; "errors" every error code
 other than NONE in the response.
@@ -61,7 +65,7 @@ from typing import IO, Any
 import structlog
 from minikafka.broker.wire.hooks import CLOSED, Exchange
 from minikafka.broker.wire.services import BrokerServices
-from minikafka.protocol.api_keys import api_key_by_name, kafka_api_name
+from minikafka.protocol.api_keys import ApiKey, api_key_by_name, kafka_api_name
 from minikafka.protocol.render import Walk, has_records, plan_of, regions_of, render_body, snapshot
 
 _log = structlog.get_logger("minikafka.recorder")
@@ -331,6 +335,8 @@ class FlightRecorder:
         entry["errors"] = sorted(response_errors)
         entry["request"] = request
         entry["response"] = response
+        if exchange.api_key == ApiKey.PUSH_TELEMETRY and exchange.request is not None:
+            entry["telemetry"] = pushed_telemetry(exchange.request)
         return entry
 
     def _body(self, body: Any, topics: set[str], errors: set[str], decode_records: bool) -> dict[str, Any] | None:
@@ -391,6 +397,25 @@ class FlightRecorder:
                 out.flush()
             else:
                 out.close()
+
+
+# A pushed payload is decoded for the trace up to this size, and this many of its points are shown.
+TRACE_TELEMETRY_MAX_BYTES = 4 * 1024 * 1024
+TRACE_TELEMETRY_POINTS = 200
+
+
+def pushed_telemetry(request: Any) -> dict[str, Any]:
+    """A PushTelemetry request's metrics, decoded (KIP-714): its points, or why they cannot be read."""
+    from minikafka.protocol.errors import KafkaError
+    from minikafka.protocol.telemetry import decode_metrics
+
+    try:
+        payload = decode_metrics(request.compression_type, bytes(request.metrics or b""), TRACE_TELEMETRY_MAX_BYTES)
+    except KafkaError as exc:
+        return {"error": exc.error_code.name.upper(), "reason": str(exc)}
+    return {"resource": payload.resource, "points": len(payload.points),
+            "metrics": [{"name": p.name, "value": p.value, "attributes": dict(p.attributes)}
+                        for p in payload.points[:TRACE_TELEMETRY_POINTS]]}
 
 
 def flight_recorder(services: BrokerServices) -> FlightRecorder | None:

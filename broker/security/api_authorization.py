@@ -286,10 +286,10 @@ def _named_entries(resource_type: ResourceType, code: ErrorCode) -> Callable[[An
 
 
 def _config_resource(resource: Any) -> tuple[ResourceType, str, ErrorCode] | None:
-    """Config resource types: 2 TOPIC, 4 BROKER and 8 BROKER_LOGGER (the cluster), 32 GROUP."""
+    """Config resource types: 2 TOPIC, 4 BROKER, 8 BROKER_LOGGER and 16 CLIENT_METRICS (the cluster), 32 GROUP."""
     if resource.resource_type == 2:
         return ResourceType.TOPIC, resource.resource_name, _TOPIC_DENIED
-    if resource.resource_type in (4, 8):
+    if resource.resource_type in (4, 8, 16):
         return ResourceType.CLUSTER, CLUSTER_NAME, _CLUSTER_DENIED
     if resource.resource_type == 32:
         return ResourceType.GROUP, resource.resource_name, _GROUP_DENIED
@@ -337,6 +337,7 @@ CHECKS: dict[int, Check] = {
     ApiKey.ALTER_CONFIGS: _per_entry("resources", "responses", Operation.ALTER_CONFIGS, _config_resource),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _per_entry("resources", "responses", Operation.ALTER_CONFIGS,
                                                  _config_resource),
+    ApiKey.LIST_CONFIG_RESOURCES: _cluster(Operation.DESCRIBE_CONFIGS),
     ApiKey.CREATE_ACLS: _cluster(Operation.ALTER),
     ApiKey.DELETE_ACLS: _cluster(Operation.ALTER),
     ApiKey.DESCRIBE_ACLS: _cluster(Operation.DESCRIBE),

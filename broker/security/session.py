@@ -50,6 +50,9 @@ class Session:
     # True on a SASL listener until SaslAuthenticate succeeds. A field, not a property: dispatch reads it
     # for every request.
     awaiting_authentication: bool = False
+    # What ApiVersions v3+ says the client is (KIP-511), for client metrics `match` patterns (KIP-714).
+    client_software_name: str | None = None
+    client_software_version: str | None = None
 
     def __post_init__(self) -> None:
         self.awaiting_authentication = self.requires_sasl

@@ -86,15 +86,25 @@ def _after_coordinator_load(api_key: int, handle: Handler) -> Handler:
     return handle_when_loaded
 
 
+# Kafka's ApiVersionManager leaves these out unless a client telemetry receiver is configured.
+CLIENT_TELEMETRY_APIS: frozenset[int] = frozenset({ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY})
+
+
 class Registry:
-    def __init__(self, modules: Iterable[ModuleType] = (), kafka_version: str = NEWEST) -> None:
+    def __init__(self, modules: Iterable[ModuleType] = (), kafka_version: str = NEWEST, *,
+                 client_telemetry: bool = True) -> None:
+        """`client_telemetry` False leaves the telemetry APIs out, as a Kafka broker without a receiver does
+        (the broker's `minikafka.client.telemetry.enabled`)."""
         self.kafka_version = kafka_version
+        self.client_telemetry = client_telemetry
         self._routes: dict[int, Route] = {}
         for module in modules:
             self.register(module)
 
     def register(self, module: ModuleType) -> None:
         key = int(module.API_KEY)
+        if key in CLIENT_TELEMETRY_APIS and not self.client_telemetry:
+            return
         if key in self._routes:
             raise DuplicateHandler(f"two handlers for {api_name(key)}: {self._routes[key].name}, {module.__name__}")
         versions: VersionRange = module.VERSIONS

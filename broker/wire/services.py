@@ -18,6 +18,7 @@ from minikafka.broker.wire.hooks import (
 )
 from minikafka.broker.wire.registry import Registry
 from minikafka.broker.wire.waiters import AppendWaiters
+from minikafka.coordinator.client_metrics.manager import ClientMetricsManager
 from minikafka.coordinator.group import GroupCoordinator
 from minikafka.coordinator.producer_ids import ProducerIdManager
 from minikafka.coordinator.transaction.coordinator import TransactionCoordinator
@@ -42,6 +43,8 @@ class BrokerServices:
     transactions: TransactionCoordinator
     # Dynamic broker and group configs (IncrementalAlterConfigs/AlterConfigs), kept in the data dir.
     dynamic_configs: DynamicConfigStore
+    # Client metrics subscriptions and the client instances pushing telemetry (KIP-714).
+    client_metrics: ClientMetricsManager
     # The hooks' implementations (broker/observe/metrics.py, broker/control/faults.py and crash_points.py),
     # plugged in by the server.
     metrics: Counters

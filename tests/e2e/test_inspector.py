@@ -195,3 +195,32 @@ def test_a_group_shows_members_assignment_committed_offsets_and_lag(broker: Brok
         consumer.close()
     expect(group_row).to_contain_text("Empty", timeout=SEEN_MS)
     del producer
+
+
+def test_a_client_s_own_metrics_beside_the_broker_s_view_of_it(page: Any) -> None:
+    """Client telemetry (KIP-714): librdkafka pushes its producer metrics; the page shows them in the client's
+    row with the requests the broker saw on its connections."""
+    from minikafka.protocol.api_keys import ApiKey
+    from minikafka.tools.admin_client import AdminClient as WireAdmin
+    from playwright.sync_api import expect
+
+    client_id = f"telemetry-<i>{uuid.uuid4().hex[:8]}</i>"
+    with Broker({"minikafka.client.telemetry.enabled": "true"}, mode="process") as broker:
+        with WireAdmin(broker.bootstrap_servers) as admin:
+            admin.any_broker().request(ApiKey.INCREMENTAL_ALTER_CONFIGS, validate_only=False, resources=[{
+                "resource_type": 16, "resource_name": "producers", "configs": [
+                    {"name": "metrics", "config_operation": 0, "value": "org.apache.kafka.producer."},
+                    {"name": "interval.ms", "config_operation": 0, "value": "500"}]}])
+        _open(page, broker)
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": client_id})
+        try:
+            producer.produce("telemetry-inspected", b"pushed")
+            assert producer.flush(15) == 0
+            row = page.locator("#clients tbody tr", has_text=client_id)
+            expect(row).to_contain_text("org.apache.kafka.producer.request.latency.avg", timeout=SEEN_MS)
+            expect(row).to_contain_text("org.apache.kafka.producer.record.queue.time.avg")
+            expect(row).to_contain_text("Produce 1 requests")
+            expect(row).to_contain_text("confluent-kafka-python")
+            _screenshot(page, "client-telemetry")
+        finally:
+            producer.flush(5)

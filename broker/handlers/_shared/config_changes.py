@@ -15,7 +15,7 @@ from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode
 from minikafka.storage.manager import validate_topic_name
 
-TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 APPEND, SUBTRACT = 2, 3
 
 

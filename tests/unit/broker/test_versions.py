@@ -96,3 +96,16 @@ def test_coordinator_apis_answer_load_in_progress_until_loaded() -> None:
     assert _answer(ApiKey.INIT_PRODUCER_ID, _services(False, False), SimpleNamespace(transactional_id=None)) \
         == "answered", "an idempotent producer's id does not wait for the transaction coordinator"
     assert _answer(ApiKey.METADATA, _services(False, False), request) == "answered"
+
+
+def test_the_telemetry_apis_are_served_only_with_a_receiver() -> None:
+    """Kafka advertises GetTelemetrySubscriptions and PushTelemetry only with a telemetry receiver plugin;
+    minikafka's is `minikafka.client.telemetry.enabled`. ListConfigResources is served either way."""
+    without = Registry(all_handler_modules(), client_telemetry=False)
+    assert without.route(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS) is None and without.route(ApiKey.PUSH_TELEMETRY) is None
+    assert without.route(ApiKey.LIST_CONFIG_RESOURCES) is not None
+    served = Registry(all_handler_modules(), "3.7")
+    assert served.route(ApiKey.PUSH_TELEMETRY) is not None and served.route(ApiKey.LIST_CONFIG_RESOURCES) is None
+    assert Registry(all_handler_modules(), "3.6").route(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS) is None
+    assert limit(ApiKey.LIST_CONFIG_RESOURCES, VersionRange(0, 1), "4.0") == VersionRange(0, 0)
+    assert build_config(environ={}).client_telemetry_enabled is False
