@@ -267,3 +267,10 @@ def test_reassigned_replicas_survive_a_restart(cluster: Broker, admin: KafkaAdmi
     cluster.restart()
     assert _metadata(cluster, topic)[1][1] == [1, 3]
     assert _metadata(cluster, topic)[0][1] == [1, 2], "partitions never moved keep the default placement"
+
+
+def test_the_cluster_page_s_example_runs() -> None:
+    """docs/cluster.md's admin API example, as written there."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "cluster.md").read_text()
+    example = page.split("<!-- example:admin-apis -->\n```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(example, "docs/cluster.md", "exec"), {})
