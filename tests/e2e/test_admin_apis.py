@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import ElectionType, KafkaError, TopicPartition
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaPythonTopicPartition
@@ -274,3 +274,40 @@ def test_the_cluster_page_s_example_runs() -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "cluster.md").read_text()
     example = page.split("<!-- example:admin-apis -->\n```python\n", 1)[1].split("```", 1)[0]
     exec(compile(example, "docs/cluster.md", "exec"), {})
+
+
+def test_an_authorizer_needs_cluster_alter_to_elect_and_describe_to_list(broker_factory: Any) -> None:
+    """Kafka's checks: ElectLeaders and AlterPartitionReassignments need ALTER on the cluster, DescribeLogDirs
+    and ListPartitionReassignments DESCRIBE; a refused DescribeLogDirs has no log dirs."""
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+    from tests.e2e.test_acls import SECURED, _config
+
+    secured = broker_factory(**SECURED)
+    admin = AdminClient(_config(secured, "admin"))
+    topic = unique_topic("guarded")
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(DEADLINE_S)
+
+    def as_alice(**config: Any) -> KafkaAdminClient:
+        return KafkaAdminClient(bootstrap_servers=secured.bootstrap_servers, security_protocol="SASL_PLAINTEXT",
+                                sasl_mechanism="PLAIN", sasl_plain_username="alice",
+                                sasl_plain_password="alice-secret", **config)
+
+    alice = as_alice()
+    try:
+        [refused] = alice.describe_log_dirs()
+        assert refused["log_dirs"] == []
+        alice_confluent = AdminClient(_config(secured, "alice"))
+        election = alice_confluent.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)])
+        with pytest.raises(KafkaException) as refused_election:  # the top-level error fails the whole call
+            election.result(DEADLINE_S)
+        assert refused_election.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        binding = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
+                             AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+        for future in admin.create_acls([binding]).values():
+            future.result(DEADLINE_S)
+        [allowed] = alice.describe_log_dirs()
+        assert [d["error_code"] for d in allowed["log_dirs"]] == [0]
+        assert alice.list_partition_reassignments() == {}
+    finally:
+        alice.close()
