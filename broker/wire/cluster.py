@@ -251,6 +251,8 @@ class ClusterView:
             state = PartitionLeadership(replicas, isr[0] if isr else NO_LEADER, self.stored_epoch(topic, partition),
                                         isr, adding, removing)
             self._partitions[(topic, partition)] = state
+            if state.reassigning:  # a move kept from before a restart completes once its nodes are up
+                self._advance_reassignment(topic, partition, state)
         return state
 
     def leader_of(self, topic: str, partition: int) -> int:
@@ -334,8 +336,9 @@ class ClusterView:
         original = [r for r in state.replicas if r not in state.adding]
         if not allow_replication_factor_change and len(target) != len(original):
             raise InvalidReplicationFactor(f"The replication factor is changed from {len(original)} to {len(target)}")
-        removing = tuple(sorted(set(original) - set(target)))
-        adding = tuple(sorted(set(target) - set(original)))
+        # Against the whole current list, a move under way included, as PartitionReassignmentReplicas does.
+        removing = tuple(sorted(set(state.replicas) - set(target)))
+        adding = tuple(sorted(set(target) - set(state.replicas)))
         before = state.replicas
         state.replicas, state.adding, state.removing = (*target, *removing), adding, removing
         state.isr = tuple(r for r in state.replicas if r not in self._offline)
@@ -349,6 +352,10 @@ class ClusterView:
         state = self.partition(topic, partition)
         if not state.reassigning:
             raise NoReassignmentInProgress("No partition reassignment is in progress.")
+        if not [r for r in state.isr if r not in state.adding]:
+            # unclean.leader.election.enable is not modelled: as Kafka with it false (its default).
+            raise InvalidReplicaAssignment(f"Unable to revert partition assignment for {topic}:{partition} because "
+                                           f"it would require an unclean leader election.")
         before = state.replicas
         state.replicas = tuple(r for r in state.replicas if r not in state.adding)
         state.adding = state.removing = ()
