@@ -28,7 +28,8 @@ from tests.support.names import unique_topic
 
 VERSION_KEY = "minikafka.kafka.version"
 # profile -> the release kafka-python's recordings name it by
-RELEASES = {"2.8": (2, 8), "3.x": (3, 9), "3.0": (3, 0), "4.0": (4, 0), "4.1": (4, 1), "4.2": (4, 2)}
+RELEASES = {"2.8": (2, 8), "3.x": (3, 9), **{f"3.{minor}": (3, minor) for minor in range(10)},
+            "4.0": (4, 0), "4.1": (4, 1), "4.2": (4, 2)}
 # Kafka advertises the telemetry APIs only with a client-telemetry receiver configured (KIP-714), so
 # kafka-python's recordings lack them; minikafka receives telemetry itself.
 TELEMETRY_KEYS = {71, 72}
