@@ -29,7 +29,8 @@ from kio.schema.alter_partition_reassignments.v1.request import (
 )
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i32Timedelta
-from minikafka.protocol.codec import decode_response, encode_request
+from minikafka.protocol.build import build
+from minikafka.protocol.codec import decode_response, encode_request, request_schema
 from minikafka.testing import Broker
 
 from tests.support.names import unique_topic
@@ -313,3 +314,29 @@ def test_an_authorizer_needs_cluster_alter_to_elect_and_describe_to_list(broker_
         assert alice.list_partition_reassignments() == {}
     finally:
         alice.close()
+
+
+def _elect_on_the_wire(broker: Broker, version: int, **fields: Any) -> Any:
+    request = build(request_schema(43, version), timeout=timedelta(seconds=30), **fields)
+    wire = Wire(broker)
+    try:
+        wire.send(encode_request(9, request))
+        _corr, response = decode_response(wire.receive(), 43, version)
+    finally:
+        wire.close()
+    return response
+
+
+def test_elect_leaders_v0_is_preferred_and_an_unknown_type_fails_the_request(cluster: Broker) -> None:
+    topic = unique_topic("elect-wire")
+    _create(cluster, topic, 1, 2)
+    cluster.move_leader(topic, 0, 2)
+    asked = [{"topic": topic, "partitions": [0]}]
+    v0 = _elect_on_the_wire(cluster, 0, topic_partitions=asked)
+    assert [(r.topic, [(p.partition_id, p.error_code) for p in r.partition_result])
+            for r in v0.replica_election_results] == [(topic, [(0, 0)])]
+    assert _partition(cluster, topic, 0)["leader"] == 1
+    unknown = _elect_on_the_wire(cluster, 2, election_type=7, topic_partitions=asked)
+    assert unknown.error_code == 42, "INVALID_REQUEST, on the whole request"
+    [[partition]] = [r.partition_result for r in unknown.replica_election_results]
+    assert (partition.error_code, partition.error_message) == (42, "Unknown election type 7")
