@@ -30,9 +30,6 @@ VERSION_KEY = "minikafka.kafka.version"
 # profile -> the release kafka-python's recordings name it by
 RELEASES = {"2.8": (2, 8), "3.x": (3, 9), **{f"3.{minor}": (3, minor) for minor in range(10)},
             "4.0": (4, 0), "4.1": (4, 1), "4.2": (4, 2)}
-# Kafka advertises the telemetry APIs only with a client-telemetry receiver configured (KIP-714), so
-# kafka-python's recordings lack them; minikafka receives telemetry itself.
-TELEMETRY_KEYS = {71, 72}
 
 
 def _recv_exactly(sock: socket.socket, count: int) -> bytes:
@@ -60,9 +57,7 @@ def _advertised(port: int) -> dict[int, tuple[int, int]]:
 
 def _expected(release: tuple[int, ...]) -> dict[int, tuple[int, int]]:
     """What we implement, cut to what that Kafka release's broker advertised."""
-    theirs = dict(BROKER_API_VERSIONS[release])
-    if release >= (3, 7):
-        theirs |= {key: (0, 0) for key in TELEMETRY_KEYS}
+    theirs = BROKER_API_VERSIONS[release]
     expected = {}
     for module in all_handler_modules():
         ours = getattr(module, "ADVERTISED_VERSIONS", module.VERSIONS)
