@@ -36,8 +36,9 @@ _ALIASES: dict[str, tuple[str, ...]] = {
 _RECORDS_TYPE = "records"
 _KEY_TYPES_OF_STR = frozenset({"string"})
 _KEY_TYPES_OF_INT = frozenset({"int32", "int64"})
-# APIs whose error response marks every requested entry even though it has a top-level error code.
-_MIRROR_DESPITE_TOP_LEVEL = frozenset({ApiKey.FETCH})
+# APIs whose error response marks every requested entry even though it has a top-level error code (Kafka's
+# FetchRequest, ElectLeadersRequest and AlterPartitionReassignmentsRequest getErrorResponse).
+_MIRROR_DESPITE_TOP_LEVEL = frozenset({ApiKey.FETCH, ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

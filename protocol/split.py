@@ -22,7 +22,7 @@ from minikafka.protocol.codec import request_schema
 from minikafka.protocol.error_response import error_response
 from minikafka.protocol.errors import ErrorCode
 
-_PARTITION_KEYS = ("partition_index", "partition", "index")
+_PARTITION_KEYS = ("partition_index", "partition", "index", "partition_id")
 # A topic id (Fetch v13+) counts as the topic it names now: resolved through the caller's resolver.
 _TOPIC_KEYS = ("name", "topic", "topic_id")
 # APIs whose topic lists are not what the request acts on (a consumer group member's owned or

@@ -41,8 +41,16 @@ def _describe(snapshot: dict[str, Any]) -> str:
     for state in snapshot["partitions"]:
         lines.append(f"Topic: {state['topic']}\tPartition: {state['partition']}\tLeader: {state['leader']}\t"
                      f"Epoch: {state['leader_epoch']}\tReplicas: {','.join(map(str, state['replicas']))}\t"
-                     f"Isr: {','.join(map(str, state['isr']))}")
+                     f"Isr: {','.join(map(str, state['isr']))}" + _moving(state))
     return "\n".join(lines)
+
+
+def _moving(state: dict[str, Any]) -> str:
+    """A reassignment under way, as kafka-topics.sh --describe shows it."""
+    adding, removing = state.get("adding") or [], state.get("removing") or []
+    if not adding and not removing:
+        return ""
+    return f"\tAdding Replicas: {','.join(map(str, adding))}\tRemoving Replicas: {','.join(map(str, removing))}"
 
 
 def _admin_url_problem(url: str) -> str | None:

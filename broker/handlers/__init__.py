@@ -53,6 +53,10 @@ HANDLER_MODULES = (
     "create_acls",
     "describe_acls",
     "delete_acls",
+    "describe_log_dirs",
+    "elect_leaders",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
 )
 
 

@@ -4,7 +4,8 @@ Behavior:
 - Lists exactly the APIs registered in this node's registry, with their advertised ranges.
 - A version newer than 4 never reaches here: the dispatcher answers it at v0 with UNSUPPORTED_VERSION.
 - v3+: supported and finalized features (`metadata.version`, `transaction.version`, `group.version`,
-  `kraft.version`) from broker/wire/features.py: the profile's release and what this broker implements.
+  `share.version`, `eligible.leader.replicas.version`, `kraft.version`) from broker/wire/features.py:
+  the profile's release and which APIs this node serves.
   v3 leaves out supported features whose minimum is 0, as Kafka does (KAFKA-17011); v4 lists them.
 - v3+: the client's software name and version are kept on the connection, for client metrics
   subscriptions' `match` patterns (KIP-714).
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.handlers._shared.common import response_of
 from minikafka.broker.wire.context import RequestContext
-from minikafka.broker.wire.features import CONSUMER_GROUP_HEARTBEAT_KEY, features, supported_for
+from minikafka.broker.wire.features import features, supported_for
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.encoder import remember_encoding
@@ -44,7 +45,7 @@ def _response(registry: Registry, response_cls: Any, transaction_version: int) -
     """The whole answer for one version: it depends only on the node's registry and static config, and
     building and encoding its ~70 entries per request cost ~230 µs (clients send one per connection)."""
     found = features(registry.kafka_version, transaction_version,
-                     registry.route(CONSUMER_GROUP_HEARTBEAT_KEY) is not None)
+                     {key for key, _low, _high in registry.api_versions()})
     return remember_encoding(build(
         response_cls,
         api_keys=[

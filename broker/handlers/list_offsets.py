@@ -1,10 +1,12 @@
-"""ListOffsets: v1-10.
+"""ListOffsets: v1-11.
 
 Behavior:
 - timestamp -2 (EARLIEST): the log start offset; -1 (LATEST): the high watermark, or the last
   stable offset for read_committed; -3 (MAX_TIMESTAMP, v7+): the record with the largest timestamp;
   -4 (EARLIEST_LOCAL, v8+): as EARLIEST (no tiered storage); -5 (LATEST_TIERED, v9+, KIP-1005):
-  offset, timestamp and leader epoch -1, Kafka's answer for a topic without remote storage;
+  offset, timestamp and leader epoch -1, Kafka's answer for a topic without remote storage; so is
+  -6 (EARLIEST_PENDING_UPLOAD, v11+, KIP-1023), which an older version is refused
+  UNSUPPORTED_VERSION for, as Kafka's ReplicaManager refuses it;
   otherwise the first record whose timestamp is >= the target, or offset -1 / timestamp -1 when
   there is none.
 - Leader epoch is the partition's (always 0 on a single node) for found offsets, -1 otherwise.
@@ -25,13 +27,18 @@ from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = ApiKey.LIST_OFFSETS
-VERSIONS = VersionRange(1, 10)
+VERSIONS = VersionRange(1, 11)
 
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
+EARLIEST_PENDING_UPLOAD_SINCE = 11
 READ_COMMITTED = 1
 
 
-def _lookup(ctx: RequestContext, topic: str, partition: int, timestamp: int, committed: bool) -> dict[str, Any]:
+def _lookup(ctx: RequestContext, topic: str, partition: int, timestamp: int, committed: bool,
+            version: int) -> dict[str, Any]:
+    if timestamp == EARLIEST_PENDING_UPLOAD and version < EARLIEST_PENDING_UPLOAD_SINCE:
+        raise KafkaError(f"timestamp {timestamp} needs ListOffsets v{EARLIEST_PENDING_UPLOAD_SINCE}",
+                         code=ErrorCode.unsupported_version)
     log = partition_log(ctx, topic, partition)
     epoch = log.leader_epoch
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
@@ -39,7 +46,7 @@ def _lookup(ctx: RequestContext, topic: str, partition: int, timestamp: int, com
     if timestamp == LATEST:
         offset = log.last_stable_offset if committed else log.high_watermark
         return {"offset": offset, "timestamp": -1, "leader_epoch": epoch}
-    if timestamp == LATEST_TIERED:
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         return {"offset": -1, "timestamp": -1, "leader_epoch": -1}
     if timestamp == MAX_TIMESTAMP:
         offset, found_ts = log.max_timestamp_offset()
@@ -64,7 +71,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if part.partition_index in seen:
                     raise KafkaError("partition listed twice", code=ErrorCode.invalid_request)
                 seen.add(part.partition_index)
-                entry.update(_lookup(ctx, topic.name, part.partition_index, part.timestamp, committed))
+                entry.update(_lookup(ctx, topic.name, part.partition_index, part.timestamp, committed,
+                                     request.__version__))
             except Exception as exc:
                 code = error_code_for(exc, ctx, topic=topic.name, partition=part.partition_index)
                 entry.update(error_code=code, offset=-1, timestamp=-1, leader_epoch=-1)

@@ -23,6 +23,7 @@ from typing import Any
 from minikafka.broker.security.acls import CLUSTER_NAME, Authorizer, Operation, ResourceType
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.build import build, nested
+from minikafka.protocol.codec import response_class
 from minikafka.protocol.error_response import error_response
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.split import (
@@ -79,6 +80,15 @@ def _cluster(operation: Operation) -> Check:
             return _denied(request, _CLUSTER_DENIED)
         return await handle(ctx, request)
     return check
+
+
+async def _describe_log_dirs(ctx: Any, authorizer: Authorizer, request: Any, handle: Handle) -> Any:
+    """Kafka answers a refused DescribeLogDirs with no log dirs, and CLUSTER_AUTHORIZATION_FAILED where the
+    version has a top-level code (v3+)."""
+    if not authorizer.authorize(ctx.session, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return build(response_class(request.__api_key__, request.__version__), throttle_time=0,
+                     error_code=_CLUSTER_DENIED, results=[])
+    return await handle(ctx, request)
 
 
 def _named(resource_type: ResourceType, operation: Operation, code: ErrorCode,
@@ -343,6 +353,10 @@ CHECKS: dict[int, Check] = {
     ApiKey.DESCRIBE_ACLS: _cluster(Operation.DESCRIBE),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(Operation.DESCRIBE),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _cluster(Operation.ALTER),
+    ApiKey.DESCRIBE_LOG_DIRS: _describe_log_dirs,
+    ApiKey.ELECT_LEADERS: _cluster(Operation.ALTER),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster(Operation.ALTER),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster(Operation.DESCRIBE),
 }
 
 

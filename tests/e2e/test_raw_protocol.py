@@ -27,8 +27,8 @@ def test_api_versions_v0_to_v3(broker: Broker) -> None:
     frame = wire.receive()
     corr, v3 = decode_response(frame, 18, 3)
     assert corr == 2 and v3.error_code == 0 and len(v3.api_keys) == len(v0.api_keys)
-    # Features as Kafka 4.1 reports them at v3 (tests/e2e/test_topic_ids.py checks v4 and the profiles).
-    assert [(f.name, f.min_version, f.max_version) for f in v3.supported_features] == [("metadata.version", 7, 27)]
+    # Features as Kafka 4.2 reports them at v3 (tests/e2e/test_topic_ids.py checks v4 and the profiles).
+    assert [(f.name, f.min_version, f.max_version) for f in v3.supported_features] == [("metadata.version", 7, 29)]
     assert v3.finalized_features_epoch >= 0
     wire.close()
 

@@ -89,30 +89,39 @@ def test_api_versions_v4_reports_supported_and_finalized_features(broker: Broker
     v4 = _call(broker, ApiVersionsV4(client_software_name="t", client_software_version="1"), 18)
     supported = {f.name: (f.min_version, f.max_version) for f in v4.supported_features}
     finalized = {f.name: (f.min_version_level, f.max_version_level) for f in v4.finalized_features}
-    # Kafka 4.1: metadata.version 3.3-IV3 (7) to 4.1-IV1 (27); transaction.version as built (to 2, KIP-890).
-    # group.version 1: the KIP-848 consumer protocol (ConsumerGroupHeartbeat) is served.
-    assert supported == {"metadata.version": (7, 27), "kraft.version": (0, 1), "transaction.version": (0, 2),
-                         "group.version": (0, 1)}
-    assert finalized == {"metadata.version": (27, 27), "group.version": (1, 1)}, \
+    # Kafka 4.2: metadata.version 3.3-IV3 (7) to 4.2-IV1 (29); transaction.version as built (to 2, KIP-890).
+    # group.version 1: the KIP-848 consumer protocol (ConsumerGroupHeartbeat) is served; ELR is on (KIP-966).
+    elr = "eligible.leader.replicas.version"
+    expected_supported = {"metadata.version": (7, 29), "kraft.version": (0, 1), "transaction.version": (0, 2),
+                          "group.version": (0, 1), elr: (0, 1)}
+    expected_finalized = {"metadata.version": (29, 29), "group.version": (1, 1), elr: (1, 1)}
+    if 76 in {k.api_key for k in v4.api_keys}:  # share.version 1 (KIP-932) once ShareGroupHeartbeat is served
+        expected_supported["share.version"], expected_finalized["share.version"] = (0, 1), (1, 1)
+    assert supported == expected_supported
+    assert finalized == expected_finalized, \
         "transaction.version 0 (the default) is not finalized"
     assert v4.finalized_features_epoch >= 0
     keys = {k.api_key: (k.min_version, k.max_version) for k in v4.api_keys}
-    assert keys[1] == (4, 18) and keys[3] == (0, 13) and keys[2] == (1, 10) and keys[75] == (0, 0)
+    assert keys[1] == (4, 18) and keys[3] == (0, 13) and keys[2] == (1, 11) and keys[75] == (0, 0)
     assert keys[8] == (2, 9) and keys[9] == (1, 9) and keys[20] == (1, 6) and keys[18] == (0, 4)
 
 
 def test_api_versions_v3_leaves_out_features_with_minimum_0(broker: Broker) -> None:
     v3 = _call(broker, ApiVersionsV3(client_software_name="t", client_software_version="1"), 18)
-    assert [(f.name, f.min_version, f.max_version) for f in v3.supported_features] == [("metadata.version", 7, 27)]
+    assert [(f.name, f.min_version, f.max_version) for f in v3.supported_features] == [("metadata.version", 7, 29)]
     # Only the supported ranges leave out minimum 0; group.version is finalized at 1 (KIP-848 served).
-    assert [f.name for f in v3.finalized_features] == ["metadata.version", "group.version"]
+    share = ["share.version"] if 76 in {k.api_key for k in v3.api_keys} else []
+    assert [f.name for f in v3.finalized_features] == ["metadata.version", "eligible.leader.replicas.version",
+                                                       "group.version", *share]
 
 
 def test_finalized_transaction_version_follows_the_broker_s_setting(broker_factory) -> None:
     broker = broker_factory(**{"transaction.version": "1"})
     v4 = _call(broker, ApiVersionsV4(client_software_name="t", client_software_version="1"), 18)
     finalized = {f.name: f.max_version_level for f in v4.finalized_features}
-    assert finalized == {"metadata.version": 27, "transaction.version": 1, "group.version": 1}
+    share = {"share.version": 1} if 76 in {k.api_key for k in v4.api_keys} else {}
+    assert finalized == {"metadata.version": 29, "transaction.version": 1, "group.version": 1,
+                         "eligible.leader.replicas.version": 1, **share}
 
 
 @pytest.mark.parametrize(("profile", "metadata_version", "fetch_max"), [("4.0", 25, 17), ("3.x", 21, 17)])

@@ -8,6 +8,7 @@ import socket
 import struct
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -18,7 +19,8 @@ from kio.schema.join_group.v1.request import JoinGroupRequest, JoinGroupRequestP
 from kio.schema.types import GroupId
 from minikafka.broker.config.config import ConfigError
 from minikafka.broker.handlers import all_handler_modules
-from minikafka.protocol.codec import decode_response, encode_request
+from minikafka.protocol.build import build
+from minikafka.protocol.codec import decode_response, encode_request, request_schema
 
 from tests.support.brokers import process_broker
 from tests.support.clients import create_topic
@@ -26,7 +28,8 @@ from tests.support.names import unique_topic
 
 VERSION_KEY = "minikafka.kafka.version"
 # profile -> the release kafka-python's recordings name it by
-RELEASES = {"2.8": (2, 8), "3.x": (3, 9), "3.0": (3, 0), "4.0": (4, 0), "4.1": (4, 1)}
+RELEASES = {"2.8": (2, 8), "3.x": (3, 9), **{f"3.{minor}": (3, minor) for minor in range(10)},
+            "4.0": (4, 0), "4.1": (4, 1), "4.2": (4, 2)}
 
 
 def _recv_exactly(sock: socket.socket, count: int) -> bytes:
@@ -82,7 +85,11 @@ def test_profiles_differ_where_kafka_did(broker_factory) -> None:
     assert kraft[0] == (0, 12), "Kafka 4.x still advertises Produce v0 (KAFKA-18659); we serve up to 12"
     assert kraft[65] == (0, 0) and kraft[66] == (0, 1)
     newest = _advertised(broker_factory().port)
-    assert newest == _expected((4, 1))
+    assert newest == _expected((4, 2))
+    assert newest[35] == (1, 4) and newest[43] == (0, 2) and newest[45] == (0, 1) and newest[46] == (0, 0)
+    assert old[35] == (1, 2), "2.8 had DescribeLogDirs v0-2; v0 is not served (kio has no v0 schema)"
+    assert old[43] == (0, 2) and old[45] == (0, 0) and old[46] == (0, 0)
+    assert kraft[35] == (1, 4), "Kafka 4.0 dropped DescribeLogDirs v0 (KIP-896)"
 
 
 def test_version_outside_the_profile_is_refused(broker_factory) -> None:
@@ -141,9 +148,9 @@ def test_confluent_round_trip(broker_factory, profile: str) -> None:
 
 
 # kafka-python names a broker by the newest version of one API it serves (infer_broker_version_from_api_versions).
-# It tells 3.9 by Fetch v17, 4.0 by ListOffsets v10 and 4.1 by Produce v13 (topic ids).
+# It tells 3.9 by Fetch v17, 4.0 by ListOffsets v10, 4.1 by Produce v13 (topic ids) and 4.2 by ListOffsets v11.
 @pytest.mark.parametrize(("profile", "detected"), [("2.8", (2, 8)), ("3.0", (3, 0)), ("3.x", (3, 9)),
-                                                   ("4.0", (4, 0)), ("4.1", (4, 1))])
+                                                   ("4.0", (4, 0)), ("4.1", (4, 1)), ("4.2", (4, 2))])
 def test_kafka_python_detects_the_release(broker_factory, profile: str, detected: tuple[int, int]) -> None:
     broker = broker_factory(**{VERSION_KEY: profile})
     client = KafkaNetClient(bootstrap_servers=broker.bootstrap_servers)
@@ -151,3 +158,21 @@ def test_kafka_python_detects_the_release(broker_factory, profile: str, detected
         assert client.check_version(timeout_ms=10_000) == detected
     finally:
         client.close()
+
+
+def test_list_offsets_v11_answers_earliest_pending_upload_as_kafka_4_2(broker) -> None:
+    """KIP-1023's EARLIEST_PENDING_UPLOAD (-6): nothing is tiered here, so Kafka's answer for a topic without
+    remote storage (offset, timestamp and epoch -1); before v11 the timestamp is UNSUPPORTED_VERSION."""
+    topic = unique_topic("pending-upload")
+    create_topic(broker.bootstrap_servers, topic)
+
+    def ask(version: int) -> Any:
+        request = build(request_schema(2, version), replica_id=-1, isolation_level=0, timeout=timedelta(seconds=5),
+                        topics=[{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -6}]}])
+        _corr, body = decode_response(_exchange(broker.port, encode_request(4, request)), 2, version)
+        [partition] = body.topics[0].partitions
+        return partition
+
+    answer = ask(11)
+    assert (answer.error_code, answer.offset, answer.timestamp, answer.leader_epoch) == (0, -1, -1, -1)
+    assert ask(10).error_code == 35, "UNSUPPORTED_VERSION: -6 needs v11"

@@ -20,10 +20,12 @@ from minikafka.protocol.split import merge_responses, partition_errors, split_re
 from .test_error_response import ROUTES, populated
 
 CODE = ErrorCode.not_leader_or_follower
-# Responses that carry one error for the whole request, with no per-partition error to put it on.
-WHOLE_REQUEST_ONLY = {*((ApiKey.OFFSET_FETCH, v) for v in range(2, 8)), (ApiKey.OFFSET_DELETE, 0)}
+# Responses that carry one error for the whole request, with no per-partition error to put it on (DescribeLogDirs:
+# one per log directory).
+WHOLE_REQUEST_ONLY = {*((ApiKey.OFFSET_FETCH, v) for v in range(2, 8)), (ApiKey.OFFSET_DELETE, 0),
+                      *((ApiKey.DESCRIBE_LOG_DIRS, v) for v in range(1, 5)), (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0)}
 _ERROR_FIELDS = ("error_code", "partition_error_code")
-_KEYS = ("partition_index", "partition", "index")
+_KEYS = ("partition_index", "partition", "index", "partition_id")
 
 
 def _two_partitions(request: Any) -> tuple[Any, int, int] | None:

@@ -109,3 +109,20 @@ def test_the_telemetry_apis_are_served_only_with_a_receiver() -> None:
     assert Registry(all_handler_modules(), "3.6").route(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS) is None
     assert limit(ApiKey.LIST_CONFIG_RESOURCES, VersionRange(0, 1), "4.0") == VersionRange(0, 0)
     assert build_config(environ={}).client_telemetry_enabled is False
+
+
+def test_the_4_2_rows_are_its_broker_s() -> None:
+    """Kafka 4.2 is the default; what it changed from 4.1 (kafka-python's recording of a 4.2 broker), and the admin
+    APIs' rows in older releases."""
+    assert NEWEST == "4.2"
+    older = KAFKA_API_VERSIONS["4.1"]
+    changed = {key: (older[key], theirs) for key, theirs in KAFKA_API_VERSIONS["4.2"].items()
+               if key in older and older[key] != theirs}
+    assert changed == {ApiKey.LIST_OFFSETS: ((1, 10), (1, 11)), ApiKey.OFFSET_COMMIT: ((2, 9), (2, 10)),
+                       ApiKey.OFFSET_FETCH: ((1, 9), (1, 10)), ApiKey.WRITE_TXN_MARKERS: ((1, 1), (1, 2))}
+    assert {key: KAFKA_API_VERSIONS["4.2"][key] for key in (76, 77, 78, 79, 90, 91, 92)} == {
+        76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2), 90: (0, 1), 91: (0, 0), 92: (0, 0)}, "KIP-932 as 4.2 ships it"
+    assert limit(ApiKey.ALTER_PARTITION_REASSIGNMENTS, VersionRange(0, 1), "4.0") == VersionRange(0, 0)
+    assert limit(ApiKey.ALTER_PARTITION_REASSIGNMENTS, VersionRange(0, 1), "4.1") == VersionRange(0, 1)
+    assert limit(ApiKey.DESCRIBE_LOG_DIRS, VersionRange(1, 4), "3.1") == VersionRange(1, 2)
+    assert limit(ApiKey.ELECT_LEADERS, VersionRange(0, 2), "2.8") == VersionRange(0, 2)
