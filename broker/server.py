@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from minikafka.broker.config.client_quotas import ClientQuotaStore
 from minikafka.broker.config.config import BrokerConfig, ConfigError, Listener, served_listeners
 from minikafka.broker.config.dynamic_config import DynamicConfigStore
 from minikafka.broker.control.crash_points import CrashPoints
@@ -35,6 +36,7 @@ from minikafka.broker.security.sasl_server import SaslServer
 from minikafka.broker.security.session import SASL_SSL, SSL, KafkaPrincipal, Session
 from minikafka.broker.wire.cluster import ClusterView, Node
 from minikafka.broker.wire.connection import Connection, RequestSlots
+from minikafka.broker.wire.quotas import ClientQuotas, Windows
 from minikafka.broker.wire.registry import Registry
 from minikafka.broker.wire.services import BrokerServices
 from minikafka.broker.wire.waiters import AppendWaiters
@@ -150,6 +152,13 @@ def _authorizer_for(config: BrokerConfig) -> Authorizer | None:
                       config.properties.get("allow.everyone.if.no.acl.found", "false").strip().lower() == "true")
 
 
+def _client_quotas(config: BrokerConfig) -> ClientQuotas:
+    return ClientQuotas.over(
+        ClientQuotaStore.load(config.data_dir),
+        Windows(config.quota_window_num, config.quota_window_size_seconds * 1000),
+        Windows(config.controller_quota_window_num, config.controller_quota_window_size_seconds * 1000))
+
+
 def _wire_leadership(cluster: ClusterView, logs: LogManager, config: BrokerConfig) -> None:
     """Leader epochs live in the partition logs (stamped on batches, kept in leader-epoch-checkpoint)."""
     def stored_epoch(topic: str, partition: int) -> int:
@@ -251,7 +260,7 @@ class BrokerServer:
         self.services = BrokerServices(
             config=config, clock=self.clock, cluster=cluster, logs=logs,
             registry=Registry(all_handler_modules(), config.kafka_version), waiters=waiters, groups=groups,
-            producer_ids=producer_ids, dynamic_configs=dynamic_configs,
+            producer_ids=producer_ids, dynamic_configs=dynamic_configs, quotas=_client_quotas(config),
             transactions=make_transaction_coordinator(config, logs, producer_ids.allocate, self.clock, groups,
                                                       waiters),
             metrics=BrokerMetrics(), faults=FaultTable(), crash_points=CrashPoints(kills_process=self.owns_process),

@@ -18,6 +18,8 @@ HANDLER_MODULES = (
     "describe_configs",
     "incremental_alter_configs",
     "alter_configs",
+    "describe_client_quotas",
+    "alter_client_quotas",
     "describe_cluster",
     "offset_for_leader_epoch",
     "delete_records",

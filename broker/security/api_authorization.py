@@ -324,6 +324,8 @@ CHECKS: dict[int, Check] = {
     ApiKey.ALTER_CONFIGS: _per_entry("resources", "responses", Operation.ALTER_CONFIGS, _config_resource),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _per_entry("resources", "responses", Operation.ALTER_CONFIGS,
                                                  _config_resource),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster(Operation.DESCRIBE_CONFIGS),
+    ApiKey.ALTER_CLIENT_QUOTAS: _cluster(Operation.ALTER_CONFIGS),
     ApiKey.CREATE_ACLS: _cluster(Operation.ALTER),
     ApiKey.DELETE_ACLS: _cluster(Operation.ALTER),
     ApiKey.DESCRIBE_ACLS: _cluster(Operation.DESCRIBE),

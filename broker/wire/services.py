@@ -9,6 +9,7 @@ from minikafka.broker.config.config import BrokerConfig
 from minikafka.broker.config.dynamic_config import DynamicConfigStore
 from minikafka.broker.wire.cluster import ClusterView, NodeControl
 from minikafka.broker.wire.hooks import Counters, CrashPointSwitch, FaultRules, Observers, Recorder
+from minikafka.broker.wire.quotas import ClientQuotas
 from minikafka.broker.wire.registry import Registry
 from minikafka.broker.wire.waiters import AppendWaiters
 from minikafka.coordinator.group import GroupCoordinator
@@ -35,6 +36,8 @@ class BrokerServices:
     transactions: TransactionCoordinator
     # Dynamic broker and group configs (IncrementalAlterConfigs/AlterConfigs), kept in the data dir.
     dynamic_configs: DynamicConfigStore
+    # Client quotas (AlterClientQuotas) and their enforcement, kept in the data dir.
+    quotas: ClientQuotas
     # The hooks' implementations (broker/observe/metrics.py, broker/control/faults.py and crash_points.py),
     # plugged in by the server.
     metrics: Counters
