@@ -345,3 +345,40 @@ def test_the_docs_example_runs() -> None:
     with Broker(SHORT_WINDOWS) as broker:
         example = code.group(1).replace("localhost:9092", broker.bootstrap_servers)
         exec(compile(example, str(DOCS), "exec"), {})  # our own docs' example, as a reader would run it
+
+
+def test_acks_0_produce_over_its_quota_mutes_the_connection() -> None:
+    """No response to carry the throttle time: Kafka still mutes the channel (its bandwidth quota)."""
+    with Broker(MANUAL) as broker:
+        topic = unique_topic("quota-acks0")
+        create_topic(broker.bootstrap_servers, topic)
+        _set_quota(broker, (("client-id", "fire-and-forget"),), producer_byte_rate=1000)
+        request = _produce_request(topic, 10_400)
+        fire = ProduceRequest(transactional_id=None, acks=0, timeout=request.timeout, topic_data=request.topic_data)
+        size = len(encode_request(1, fire, "fire-and-forget")) - 4
+        wire = Wire(broker)
+        try:
+            started = time.monotonic()
+            wire.send(encode_request(1, fire, "fire-and-forget"))
+            answer = _exchange(broker, MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                                       include_topic_authorized_operations=False),
+                               "fire-and-forget", wire=wire)
+            assert time.monotonic() - started >= (size - 10_000) / 1000
+            assert answer.brokers
+        finally:
+            wire.close()
+
+
+def test_the_quota_apis_need_cluster_configs_permissions() -> None:
+    """With an authorizer and no ACLs: DescribeClientQuotas needs DESCRIBE_CONFIGS, AlterClientQuotas
+    ALTER_CONFIGS on the cluster; refused, each as Kafka's getErrorResponse answers."""
+    authorizer = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
+    with Broker(authorizer) as broker, AdminClient(broker.bootstrap_servers) as client:
+        connection = client.any_broker()
+        with pytest.raises(AdminError, match="Cluster authorization failed"):
+            describe_quotas(connection, [])
+        body = connection.request(49, validate_only=False, entries=[
+            {"entity": [{"entity_type": "client-id", "entity_name": "app"}],
+             "ops": [{"key": "producer_byte_rate", "value": 1.0, "remove": False}]}])
+        assert [(e.error_code, [(d.entity_type, d.entity_name) for d in e.entity]) for e in body.entries] == [
+            (ErrorCode.cluster_authorization_failed, [("client-id", "app")])]
