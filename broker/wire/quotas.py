@@ -161,6 +161,15 @@ class _Sensor:
     throttled: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class SensorView:
+    user: str
+    client_id: str
+    value: float
+    throttled: int
+    throttle_ms_total: int
+
+
 @dataclass(slots=True)
 class QuotaManager:
     """One quota type (Kafka's QuotaType): its sensors by the (user, client-id) they are kept for."""
@@ -218,6 +227,18 @@ class QuotaManager:
         _limit, sensor = self._sensor(user, client_id)
         sensor.throttled += 1
         sensor.throttle_ms_total += throttle_ms
+
+    def observed(self, now_ms: int) -> list[SensorView]:
+        """Every sensor's rate now (remaining tokens, for controller mutations) and what it was throttled."""
+        views = []
+        for (user, client_id), sensor in sorted(self.sensors.items()):
+            if self.key == CONTROLLER_MUTATION_RATE:
+                limit, _tags = self.store.applicable(self.key, user, client_id)
+                value = sensor.bucket.measure(self.windows, limit, now_ms) if limit is not None else 0.0
+            else:
+                value = sensor.rate.measure(self.windows, now_ms)
+            views.append(SensorView(user, client_id, value, sensor.throttled, sensor.throttle_ms_total))
+        return views
 
     # --- controller mutations ---------------------------------------------------------------
 

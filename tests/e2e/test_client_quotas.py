@@ -36,6 +36,7 @@ from minikafka.testing import Broker
 from minikafka.tools.admin_client import AdminClient, AdminError
 from minikafka.tools.configs import alter_quotas, describe_quotas
 from minikafka.tools.configs import main as configs_main
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.clients import create_topic
 from tests.support.names import unique_topic
@@ -235,6 +236,16 @@ def test_produce_throttle_time_and_mute_are_kafkas() -> None:
         assert _ms(second.throttle_time) > size - 10_000
         other = _exchange(broker, _produce_request(topic, 10_400), "someone-else")
         assert _ms(other.throttle_time) == 0
+        second_size = len(encode_request(1, _produce_request(topic, 10), "wire")) - 4
+        samples = {(family.name, sample.labels.get("quota"), sample.labels["client_id"]): sample.value
+                   for family in text_string_to_metric_families(broker.metrics())
+                   for sample in family.samples if family.name.startswith(("kafka_server_produce", "minikafka_quota"))}
+        assert samples[("kafka_server_produce_byte_rate", None, "wire")] == (size + second_size) / 10
+        assert samples[("minikafka_quota_throttled_responses", "producer_byte_rate", "wire")] == 2
+        assert samples[("minikafka_quota_throttle_time_ms", "producer_byte_rate", "wire")] == \
+            _ms(first.throttle_time) + _ms(second.throttle_time)
+        # Once any client has a produce quota, Kafka records every client (it has no quota: never throttled).
+        assert samples[("minikafka_quota_throttled_responses", "producer_byte_rate", "someone-else")] == 0
 
 
 def test_user_quota_wins_over_client_id_quota() -> None:
