@@ -142,6 +142,8 @@ async def _dispatch(frame: bytes | bytearray, peeked: PeekedHeader, ctx: Request
             raise CloseConnection("acks=0 produce failed", bad_input=False) from exc
         try:
             body = error_response(decoded.body, code, error_message_for(exc))
+            if ctx.mute_ms:  # a client quota throttled the failed request (broker/wire/quotas.py)
+                body = with_throttle(body, ctx.mute_ms)
             answer = response_frame(peeked.correlation_id, body)
             if seen is not None:
                 seen[_RESPONSE] = body

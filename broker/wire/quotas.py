@@ -381,7 +381,17 @@ def with_quotas(handle: Handle) -> Handle:
         timed_request = quotas.request.enabled and api_key not in _REQUEST_QUOTA_EXEMPT
         if timed_request:
             timer = HandlerTime(handle(ctx, request))
-            response = await timer
+            try:
+                response = await timer
+            except Exception:
+                # Kafka answers a failed request with sendErrorResponseMaybeThrottle: its time still counts
+                # (dispatch puts the throttle time in the error response).
+                request_ms = quotas.request.record(user, client_id, timer.nanos * NANOS_TO_PERCENTAGE,
+                                                   ctx.services.clock.now_ms())
+                if request_ms > 0:
+                    quotas.request.note_throttled(user, client_id, request_ms)
+                    ctx.mute_ms = max(ctx.mute_ms, request_ms)
+                raise
         else:
             response = await handle(ctx, request)
         now_ms = ctx.services.clock.now_ms()

@@ -27,6 +27,7 @@ from kafka import KafkaProducer
 from kio.schema.create_topics.v5.request import CreatableTopic as CreatableTopicV5
 from kio.schema.create_topics.v5.request import CreateTopicsRequest as CreateTopicsV5
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.list_groups.v4.request import ListGroupsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from minikafka.protocol.codec import decode_response, encode_request
@@ -271,6 +272,15 @@ def test_request_percentage_counts_handler_time() -> None:
                                    include_topic_authorized_operations=False)
         assert _ms(_exchange(broker, metadata, "busy").throttle_time) == 1000
         assert _ms(_exchange(broker, metadata, "idle").throttle_time) == 0
+
+
+def test_request_percentage_throttles_error_responses_too() -> None:
+    """A request answered with an error still took handler time (Kafka's sendErrorResponseMaybeThrottle)."""
+    with Broker({**MANUAL, "minikafka.coordinator.load.delay.ms": "600000"}) as broker:
+        _set_quota(broker, (("client-id", "busy"),), request_percentage=1e-9)
+        answer = _exchange(broker, ListGroupsRequest(states_filter=()), "busy")
+        assert answer.error_code == ErrorCode.coordinator_load_in_progress
+        assert _ms(answer.throttle_time) == 1000
 
 
 def _create(broker: Broker, name: str, partitions: int, *, version: int = 7) -> Any:
