@@ -280,6 +280,8 @@ class ClientQuotas:
     fetch: QuotaManager
     request: QuotaManager
     controller_mutation: QuotaManager
+    # Read by dispatch for every request: one attribute, kept up to date by `refresh`.
+    any_enabled: bool = False
 
     @classmethod
     def over(cls, store: ClientQuotaStore, windows: Windows, controller_windows: Windows) -> ClientQuotas:
@@ -297,11 +299,7 @@ class ClientQuotas:
     def refresh(self) -> None:
         for manager in self.managers():
             manager.refresh()
-
-    @property
-    def any_enabled(self) -> bool:
-        return self.produce.enabled or self.fetch.enabled or self.request.enabled or \
-            self.controller_mutation.enabled
+        self.any_enabled = any(manager.enabled for manager in self.managers())
 
 
 def quota_user(session: Session) -> str:

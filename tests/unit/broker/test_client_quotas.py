@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from minikafka.broker.config.client_quotas import (
     ClientQuotaStore,
     entity_of,
 )
-from minikafka.broker.wire.quotas import ClientQuotas, ThrottlingQuotaExceeded, Windows
+from minikafka.broker.wire.quotas import ClientQuotas, HandlerTime, ThrottlingQuotaExceeded, Windows
 from minikafka.protocol.errors import ErrorCode
 
 T0 = 1_700_000_000_000
@@ -147,3 +148,26 @@ def test_validate_only_changes_nothing(tmp_path: Path) -> None:
     assert results[0].code == ErrorCode.none
     assert store.quotas == {}
     assert not (tmp_path / "client-quotas.json").exists()
+
+
+def test_removing_the_last_quota_turns_enforcement_off(tmp_path: Path) -> None:
+    store = _store(tmp_path, ((CLIENT_ID, "app"),))
+    quotas = ClientQuotas.over(store, WINDOWS, WINDOWS)
+    assert quotas.any_enabled
+    store.alter([Alteration(entity_of([(CLIENT_ID, "app")]), ((PRODUCER_BYTE_RATE, None),))], validate_only=False)
+    assert not quotas.any_enabled and store.quotas == {}
+
+
+def test_handler_time_leaves_out_the_waits() -> None:
+    """What request_percentage counts: the time the handler ran, not the time it waited (a Fetch's long poll)."""
+    async def handler() -> str:
+        await asyncio.sleep(0.2)
+        return "answered"
+
+    async def run() -> tuple[str, int]:
+        timer = HandlerTime(handler())
+        return await timer, timer.nanos
+
+    answer, nanos = asyncio.run(run())
+    assert answer == "answered"
+    assert 0 < nanos < 100_000_000
