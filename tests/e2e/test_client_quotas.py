@@ -403,3 +403,28 @@ def test_the_quota_apis_need_cluster_configs_permissions() -> None:
              "ops": [{"key": "producer_byte_rate", "value": 1.0, "remove": False}]}])
         assert [(e.error_code, [(d.entity_type, d.entity_name) for d in e.entity]) for e in body.entries] == [
             (ErrorCode.cluster_authorization_failed, [("client-id", "app")])]
+
+
+def test_a_user_quota_follows_the_sasl_principal() -> None:
+    """alice's quota throttles alice's producer and not admin's, with the same client id (SASL/PLAIN); the
+    quota is set over a second, unauthenticated listener."""
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+            'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+    config = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+              "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas}
+    with Broker(config) as broker:
+        plain = f"127.0.0.1:{broker.node_port(1, 'PLAINTEXT')}"
+        create_topic(plain, topic := unique_topic("quota-sasl"))
+        with AdminClient(plain) as client:
+            alter_quotas(client.any_broker(), (("user", "alice"),), {"producer_byte_rate": 1000}, [])
+        throttles: dict[str, list[int]] = {"alice": [], "admin": []}
+        for user in ("alice", "admin"):
+            producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+                                 "sasl.mechanism": "PLAIN", "sasl.username": user,
+                                 "sasl.password": f"{user}-secret", "client.id": "shared-client-id",
+                                 "throttle_cb": lambda event, u=user: throttles[u].append(event.throttle_time)})
+            producer.produce(topic, b"x" * 15_000)  # 15 kB over 10 s is 1.5 kB/s
+            assert producer.flush(30) == 0
+            producer.poll(0)  # the throttle callback is served here
+        assert throttles["alice"] and max(throttles["alice"]) > 0
+        assert not any(throttles["admin"])
