@@ -24,9 +24,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaProducer
+from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
 from kio.schema.create_topics.v5.request import CreatableTopic as CreatableTopicV5
 from kio.schema.create_topics.v5.request import CreateTopicsRequest as CreateTopicsV5
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.list_groups.v4.request import ListGroupsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
@@ -428,3 +430,24 @@ def test_a_user_quota_follows_the_sasl_principal() -> None:
             producer.poll(0)  # the throttle callback is served here
         assert throttles["alice"] and max(throttles["alice"]) > 0
         assert not any(throttles["admin"])
+
+
+def test_create_partitions_and_delete_topics_take_from_the_same_bucket() -> None:
+    with Broker(MANUAL) as broker:
+        names = [unique_topic(f"d{index}") for index in range(3)]
+        for name in names:
+            assert _create(broker, name, 4).topics[0].error_code == ErrorCode.none
+        _set_quota(broker, (("client-id", "mutator"),), controller_mutation_rate=1)  # a full bucket: 11
+        grown = _exchange(broker, CreatePartitionsRequest(topics=(CreatePartitionsTopic(
+            name=names[0], count=16, assignments=None),), timeout=timedelta(seconds=10), validate_only=False),
+            "mutator")
+        assert grown.results[0].error_code == ErrorCode.none  # 12 new partitions: the bucket at -1
+        deleted = _exchange(broker, DeleteTopicsRequest(topics=(DeleteTopicState(name=names[1], topic_id=None),),
+                                                        timeout=timedelta(seconds=10)), "mutator")
+        assert (deleted.responses[0].error_code, deleted.responses[0].error_message) == (
+            ErrorCode.throttling_quota_exceeded, "The throttling quota has been exceeded.")
+        assert _ms(deleted.throttle_time) == 1000
+        broker.advance_clock(1000)
+        deleted = _exchange(broker, DeleteTopicsRequest(topics=(DeleteTopicState(name=names[1], topic_id=None),),
+                                                        timeout=timedelta(seconds=10)), "mutator")
+        assert deleted.responses[0].error_code == ErrorCode.none
