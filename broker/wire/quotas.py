@@ -411,8 +411,7 @@ def with_quotas(handle: Handle) -> Handle:
         if api_key == ApiKey.FETCH:
             if fetched:
                 quotas.fetch.unrecord(user, client_id, fetched, now_ms)
-            # Kafka's FetchContext.getThrottledResponse (no fetch sessions here: the full context's).
-            response = dataclasses.replace(response, error_code=ErrorCode.none, session_id=0, responses=())
+            response = _throttled_fetch(response)
         if bandwidth_ms == throttle_ms:
             bandwidth.note_throttled(user, client_id, throttle_ms)
         elif request_ms == throttle_ms:
@@ -423,6 +422,14 @@ def with_quotas(handle: Handle) -> Handle:
         return None if no_response else with_throttle(response, throttle_ms)
 
     return handle_with_quotas
+
+
+def _throttled_fetch(response: Any) -> Any:
+    """Kafka's FetchContext.getThrottledResponse (no fetch sessions here: the full context's): no partitions,
+    and from v7 no error and session 0."""
+    if hasattr(response, "session_id"):
+        return dataclasses.replace(response, error_code=ErrorCode.none, session_id=0, responses=())
+    return dataclasses.replace(response, responses=())
 
 
 def _capped_fetch(request: Any, most: float | None) -> Any:

@@ -32,7 +32,8 @@ from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopic
 from kio.schema.list_groups.v4.request import ListGroupsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
-from minikafka.protocol.codec import decode_response, encode_request
+from minikafka.protocol.build import build
+from minikafka.protocol.codec import decode_response, encode_request, request_schema
 from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.records import Record, build_batch
 from minikafka.testing import Broker
@@ -451,3 +452,19 @@ def test_create_partitions_and_delete_topics_take_from_the_same_bucket() -> None
         deleted = _exchange(broker, DeleteTopicsRequest(topics=(DeleteTopicState(name=names[1], topic_id=None),),
                                                         timeout=timedelta(seconds=10)), "mutator")
         assert deleted.responses[0].error_code == ErrorCode.none
+
+
+@pytest.mark.parametrize("version", [4, 12])
+def test_a_throttled_fetch_answers_no_partitions(version: int) -> None:
+    """Kafka's getThrottledResponse: nothing fetched (and not counted), the throttle time set."""
+    with Broker(MANUAL) as broker:
+        topic = unique_topic("quota-fetch-wire")
+        create_topic(broker.bootstrap_servers, topic)
+        produce(broker.bootstrap_servers, topic, [b"x" * 5000])
+        _set_quota(broker, (("client-id", "reader"),), consumer_byte_rate=100)
+        fetch = build(request_schema(1, version), max_wait=timedelta(0), min_bytes=1, topics=[
+            {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}])
+        throttled = _exchange(broker, fetch, "reader")
+        assert _ms(throttled.throttle_time) > 0 and throttled.responses == ()
+        answered = _exchange(broker, fetch, "someone-else")
+        assert _ms(answered.throttle_time) == 0 and len(answered.responses) == 1
