@@ -463,6 +463,14 @@ class BrokerServer:
             sock.close()  # reset by the client between accept and setup; never stop accepting for it
 
     def _admit(self, sock: socket.socket, ip: str, node_listener: _NodeListener) -> None:
+        assert self.services is not None
+        throttle_ms = self.services.quotas.connection.throttle_ms(ip, self.clock.now_ms())
+        if throttle_ms:
+            # Kafka's Acceptor keeps a throttled socket unread and closes it when the throttle time is over.
+            _log.info("throttled connection: over the connection_creation_rate of its address", peer=ip,
+                      throttle_ms=throttle_ms)
+            asyncio.get_running_loop().call_later(throttle_ms / 1000, sock.close)
+            return
         limit = self._per_ip_limits.get(ip, self.config.max_connections_per_ip)
         if self._connections_per_ip[ip] >= limit:
             _log.info("rejected connection: too many connections from this address", peer=ip, limit=limit)

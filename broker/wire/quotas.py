@@ -25,11 +25,14 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.config.client_quotas import (
+    CONNECTION_CREATION_RATE,
     CONSUMER_BYTE_RATE,
     CONTROLLER_MUTATION_RATE,
+    IP,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
     ClientQuotaStore,
+    entity_of,
 )
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.codec import response_frame
@@ -272,6 +275,38 @@ def _bucket_throttle_ms(tokens: float, limit: float) -> int:
 
 
 @dataclass(slots=True)
+class ConnectionRateQuota:
+    """Kafka's per-IP connection creation rate (KIP-612, ConnectionQuotas): an `ip` entity's
+    connection_creation_rate, else the default ip entity's. A connection over it is not served: Kafka's
+    Acceptor closes it once the throttle time (bounded by one window) has passed, and it is not counted."""
+
+    store: ClientQuotaStore
+    windows: Windows
+    rates: dict[str, Rate] = field(default_factory=dict)
+    enabled: bool = False
+
+    def refresh(self) -> None:
+        self.enabled = self.store.has_key(CONNECTION_CREATION_RATE)
+
+    def throttle_ms(self, ip: str, now_ms: int) -> int:
+        if not self.enabled:
+            return 0
+        limit = self.store.value(entity_of([(IP, ip)]), CONNECTION_CREATION_RATE)
+        if limit is None:
+            limit = self.store.value(entity_of([(IP, None)]), CONNECTION_CREATION_RATE)
+        if limit is None:
+            return 0
+        rate = self.rates.setdefault(ip, Rate())
+        rate.record(self.windows, 1, now_ms)
+        observed = rate.measure(self.windows, now_ms)
+        if observed <= limit:
+            return 0
+        rate.record(self.windows, -1, now_ms)
+        throttle = _throttle_ms(observed, limit, rate.window_size_ms(self.windows, now_ms))
+        return min(self.windows.window_ms, throttle)
+
+
+@dataclass(slots=True)
 class ClientQuotas:
     """The four quota managers of a node, reading the quotas of `store`."""
 
@@ -280,6 +315,7 @@ class ClientQuotas:
     fetch: QuotaManager
     request: QuotaManager
     controller_mutation: QuotaManager
+    connection: ConnectionRateQuota
     # Read by dispatch for every request: one attribute, kept up to date by `refresh`.
     any_enabled: bool = False
 
@@ -288,7 +324,8 @@ class ClientQuotas:
         quotas = cls(store, QuotaManager(PRODUCER_BYTE_RATE, store, windows),
                      QuotaManager(CONSUMER_BYTE_RATE, store, windows),
                      QuotaManager(REQUEST_PERCENTAGE, store, windows, max_throttle_ms=windows.window_ms),
-                     QuotaManager(CONTROLLER_MUTATION_RATE, store, controller_windows))
+                     QuotaManager(CONTROLLER_MUTATION_RATE, store, controller_windows),
+                     ConnectionRateQuota(store, windows))
         store.listeners.append(quotas.refresh)
         quotas.refresh()
         return quotas
@@ -299,6 +336,7 @@ class ClientQuotas:
     def refresh(self) -> None:
         for manager in self.managers():
             manager.refresh()
+        self.connection.refresh()
         self.any_enabled = any(manager.enabled for manager in self.managers())
 
 

@@ -468,3 +468,23 @@ def test_a_throttled_fetch_answers_no_partitions(version: int) -> None:
         assert _ms(throttled.throttle_time) > 0 and throttled.responses == ()
         answered = _exchange(broker, fetch, "someone-else")
         assert _ms(answered.throttle_time) == 0 and len(answered.responses) == 1
+
+
+def test_connection_creation_rate_of_an_ip() -> None:
+    """1 connection/s over 11 windows of 1 s: the 11th connection in the same instant is 1.1/s, so it is
+    closed unanswered after the (one window) throttle time; it is not counted, so others are not."""
+    with Broker(MANUAL) as broker:
+        _set_quota(broker, (("ip", "127.0.0.1"),), connection_creation_rate=1)
+        metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                   include_topic_authorized_operations=False)
+        # Ten connections in the same instant are 1/s over the ten windows Kafka's rate spans at least.
+        for _ in range(10):
+            assert _exchange(broker, metadata, "c").brokers
+        wire = Wire(broker)
+        try:
+            wire.send(encode_request(1, metadata, "c"))
+            assert wire.is_closed()
+        finally:
+            wire.close()
+        broker.advance_clock(11_000)  # every sample has expired
+        assert _exchange(broker, metadata, "c").brokers
