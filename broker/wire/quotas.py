@@ -450,10 +450,11 @@ def with_quotas(handle: Handle) -> Handle:
             if fetched:
                 quotas.fetch.unrecord(user, client_id, fetched, now_ms)
             response = _throttled_fetch(response)
-        if bandwidth_ms == throttle_ms:
-            bandwidth.note_throttled(user, client_id, throttle_ms)
-        elif request_ms == throttle_ms:
+        # The quota the throttle is charged to: on a tie, the request quota (as KafkaApis chooses).
+        if request_ms == throttle_ms:
             quotas.request.note_throttled(user, client_id, throttle_ms)
+        elif bandwidth_ms == throttle_ms:
+            bandwidth.note_throttled(user, client_id, throttle_ms)
         else:
             quotas.controller_mutation.note_throttled(user, client_id, throttle_ms)
         ctx.mute_ms = max(ctx.mute_ms, throttle_ms)
