@@ -88,6 +88,7 @@ _TOOLS = {
     "consumer-groups": ("consumer_groups", "Kafka's kafka-consumer-groups.sh"),
     "topics": ("topics", "Kafka's kafka-topics.sh"),
     "acls": ("acls", "Kafka's kafka-acls.sh"),
+    "configs": ("configs", "Kafka's kafka-configs.sh, for client quotas"),
     # Not over the wire: read segment, index and snapshot files, as kafka-dump-log.sh does.
     "dump-log": ("dump_log", "Kafka's kafka-dump-log.sh"),
     "txn-log": ("txn_log", "print __transaction_state as Kafka's TransactionLogMessageFormatter does"),

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from minikafka.broker.config.client_quotas import ClientQuotaStore
 from minikafka.broker.config.config import BrokerConfig, ConfigError, Listener, served_listeners
 from minikafka.broker.config.dynamic_config import DynamicConfigStore
 from minikafka.broker.control.crash_points import CrashPoints
@@ -35,6 +36,7 @@ from minikafka.broker.security.sasl_server import SaslServer
 from minikafka.broker.security.session import SASL_PLAINTEXT, SASL_SSL, SSL, KafkaPrincipal, Session
 from minikafka.broker.wire.cluster import ClusterView, Node
 from minikafka.broker.wire.connection import Connection, RequestSlots
+from minikafka.broker.wire.quotas import ClientQuotas, Windows
 from minikafka.broker.wire.registry import Registry
 from minikafka.broker.wire.services import BrokerServices
 from minikafka.broker.wire.waiters import AppendWaiters
@@ -164,6 +166,13 @@ def _authorizer_for(config: BrokerConfig) -> Authorizer | None:
                       config.properties.get("allow.everyone.if.no.acl.found", "false").strip().lower() == "true")
 
 
+def _client_quotas(config: BrokerConfig) -> ClientQuotas:
+    return ClientQuotas.over(
+        ClientQuotaStore.load(config.data_dir),
+        Windows(config.quota_window_num, config.quota_window_size_seconds * 1000),
+        Windows(config.controller_quota_window_num, config.controller_quota_window_size_seconds * 1000))
+
+
 def _wire_leadership(cluster: ClusterView, logs: LogManager, config: BrokerConfig) -> None:
     """Leader epochs live in the partition logs (stamped on batches, kept in leader-epoch-checkpoint)."""
     def stored_epoch(topic: str, partition: int) -> int:
@@ -279,6 +288,7 @@ class BrokerServer:
                               client_telemetry=config.client_telemetry_enabled),
             waiters=waiters, groups=groups, producer_ids=producer_ids, dynamic_configs=dynamic_configs,
             client_metrics=_client_metrics_manager(config, dynamic_configs, self.clock),
+            quotas=_client_quotas(config),
             transactions=make_transaction_coordinator(config, logs, producer_ids.allocate, self.clock, groups,
                                                       waiters),
             metrics=BrokerMetrics(), faults=FaultTable(), crash_points=CrashPoints(kills_process=self.owns_process),
@@ -514,6 +524,14 @@ class BrokerServer:
             sock.close()  # reset by the client between accept and setup; never stop accepting for it
 
     def _admit(self, sock: socket.socket, ip: str, node_listener: _NodeListener) -> None:
+        assert self.services is not None
+        throttle_ms = self.services.quotas.connection.throttle_ms(ip, self.clock.now_ms())
+        if throttle_ms:
+            # Kafka's Acceptor keeps a throttled socket unread and closes it when the throttle time is over.
+            _log.info("throttled connection: over the connection_creation_rate of its address", peer=ip,
+                      throttle_ms=throttle_ms)
+            asyncio.get_running_loop().call_later(throttle_ms / 1000, sock.close)
+            return
         limit = self._per_ip_limits.get(ip, self.config.max_connections_per_ip)
         if self._connections_per_ip[ip] >= limit:
             _log.info("rejected connection: too many connections from this address", peer=ip, limit=limit)

@@ -117,6 +117,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("producer.id.expiration.ms", "int", "86400000", "Idle time after which a producer id's state is dropped."),
     ("producer.id.expiration.check.interval.ms", "int", "600000", "How often expired producer ids are dropped."),
     ("connections.max.idle.ms", "long", "600000", "Idle connections are closed after this long."),
+    ("quota.window.num", "int", "11",
+     "Samples kept for client quotas' rates (producer_byte_rate, consumer_byte_rate, request_percentage)."),
+    ("quota.window.size.seconds", "int", "1", "Time span of each sample of a client quota's rate."),
+    ("controller.quota.window.num", "int", "11",
+     "Samples of controller_mutation_rate: with the window size, its token bucket holds num * size * rate."),
+    ("controller.quota.window.size.seconds", "int", "1", "Time span of each controller mutation quota sample."),
     ("connection.failed.authentication.delay.ms", "int", "100",
      "How long a connection whose authentication failed stays open after the error is sent, reading nothing, "
      "before it is closed."),
@@ -371,6 +377,10 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 0
     connections_max_idle_ms: int = 600000
     failed_authentication_delay_ms: int = 100
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
+    controller_quota_window_num: int = 11
+    controller_quota_window_size_seconds: int = 1
     producer_id_expiration_ms: int = 86400000
     producer_id_expiration_check_interval_ms: int = 600000
     shutdown_timeout_ms: int = 10000
@@ -593,6 +603,11 @@ def build_config(
         connections_max_idle_ms=int(get("connections.max.idle.ms")),
         failed_authentication_delay_ms=_at_least(0, "connection.failed.authentication.delay.ms",
                                                  get("connection.failed.authentication.delay.ms")),
+        quota_window_num=_at_least(1, "quota.window.num", get("quota.window.num")),
+        quota_window_size_seconds=_at_least(1, "quota.window.size.seconds", get("quota.window.size.seconds")),
+        controller_quota_window_num=_at_least(1, "controller.quota.window.num", get("controller.quota.window.num")),
+        controller_quota_window_size_seconds=_at_least(1, "controller.quota.window.size.seconds",
+                                                       get("controller.quota.window.size.seconds")),
         producer_id_expiration_ms=int(get("producer.id.expiration.ms")),
         producer_id_expiration_check_interval_ms=int(get("producer.id.expiration.check.interval.ms")),
         shutdown_timeout_ms=int(get("shutdown.timeout.ms")),

@@ -19,6 +19,8 @@ HANDLER_MODULES = (
     "incremental_alter_configs",
     "alter_configs",
     "list_config_resources",
+    "describe_client_quotas",
+    "alter_client_quotas",
     "describe_cluster",
     "offset_for_leader_epoch",
     "delete_records",

@@ -8,6 +8,8 @@ Behavior:
 - A name given twice is answered once, INVALID_REQUEST ("Duplicate topic name."), and not grown.
 - More than max.partitions.per.request new partitions in one request is POLICY_VIOLATION for every
   topic of it (Kafka's controller bounds the records of one operation at 10,000).
+- The new partitions count against the client's controller_mutation_rate: from v3 a topic past the quota
+  is THROTTLING_QUOTA_EXCEEDED, below v3 it grows and the response is throttled.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from minikafka.broker.handlers._shared.common import response_of
 from minikafka.broker.wire.context import RequestContext
 from minikafka.broker.wire.errors import error_fields
+from minikafka.broker.wire.quotas import take_mutations
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.errors import ErrorCode, KafkaError
@@ -44,6 +47,7 @@ async def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
         raise KafkaError(f"Attempted to add {additional} additional partition(s), but only "
                          f"{len(topic.assignments)} assignment(s) were specified.",
                          code=ErrorCode.invalid_replica_assignment)
+    take_mutations(ctx, additional)
     # Sliced: thousands of partitions are made while other connections keep being answered.
     await logs.create_partitions_async(topic.name, topic.count, validate_only=validate_only)
     if not validate_only:

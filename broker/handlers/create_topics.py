@@ -15,6 +15,8 @@ Behavior:
 - More than max.partitions.per.request partitions in one request (10,000, Kafka's
   MAX_PARTITIONS_PER_BATCH) is POLICY_VIOLATION for every topic of it, checked before anything is made.
 - v5+ responses carry the topic's id, partition count, replication factor and configs.
+- The partitions count against the client's controller_mutation_rate (broker/wire/quotas.py): from v6 a
+  topic past the quota is THROTTLING_QUOTA_EXCEEDED, below v6 it is created and the response throttled.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 from minikafka.broker.handlers._shared.common import response_of
 from minikafka.broker.wire.context import RequestContext
 from minikafka.broker.wire.errors import error_fields
+from minikafka.broker.wire.quotas import take_mutations
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import ZERO_UUID, build
 from minikafka.protocol.errors import ErrorCode, KafkaError
@@ -107,6 +110,7 @@ async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[
             f"Unable to replicate the partition {replication} time(s): The target replication factor of "
             f"{replication} cannot be reached because only {node_count} broker(s) are registered.")
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
+    take_mutations(ctx, partitions)  # after every check, as Kafka's controller applies the quota
     # Sliced: thousands of partitions are made while other connections keep being answered.
     meta = await services.logs.create_topic_async(topic.name, partitions, configs, validate_only=validate_only)
     if not validate_only:

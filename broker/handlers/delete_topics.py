@@ -13,6 +13,8 @@ Behavior (Kafka 4's ControllerApis.deleteTopics):
 - A deleted topic's id is gone for good: re-creating the name makes a new id (storage/manager.py).
 - Every group's committed offsets of the topic are deleted with it (tombstones in __consumer_offsets),
   as Kafka's group coordinator does on partition deletion.
+- The topic's partitions count against the client's controller_mutation_rate: from v5 a topic past the
+  quota is THROTTLING_QUOTA_EXCEEDED, below v5 it is deleted and the response throttled.
 Simplifications: internal topics (__consumer_offsets, __transaction_state) are refused with
 INVALID_TOPIC_EXCEPTION, because deleting them would lose coordinator state.
 """
@@ -26,6 +28,7 @@ from typing import Any
 from minikafka.broker.handlers._shared.common import response_of
 from minikafka.broker.wire.context import RequestContext
 from minikafka.broker.wire.errors import error_fields
+from minikafka.broker.wire.quotas import take_mutations
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import ZERO_UUID, build
 from minikafka.protocol.errors import ErrorCode, KafkaError
@@ -85,6 +88,7 @@ def _delete(ctx: RequestContext, meta: TopicMeta) -> None:
         raise KafkaError(code=ErrorCode.topic_deletion_disabled)
     if meta.internal:
         raise InvalidTopic(f"internal topic {meta.name} cannot be deleted")
+    take_mutations(ctx, meta.partitions)
     ctx.services.logs.delete_topic(meta.name)
     ctx.services.cluster.forget_topic(meta.name)
     ctx.services.groups.on_topic_deleted(meta.name)

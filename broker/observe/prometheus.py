@@ -33,6 +33,11 @@ Confluent's) make of its MBean, so dashboards written for Kafka find it; the res
         only, so the label's values stay bounded however many transactional ids clients use
     minikafka_connections_closed_bad_input_total{reason}  frame size, invalid request, unanswerable request
     minikafka_unexpected_handler_errors_total{request}  answered UNKNOWN_SERVER_ERROR for a handler bug
+    kafka_server_produce_byte_rate{user,client_id}, kafka_server_fetch_byte_rate{...}: byte-rate of the client
+        quota sensors (the user and client id a quota is kept for, "" where it is not per that name),
+        kafka_server_request_request_time{...} request-time, kafka_server_controllermutation_tokens{...}
+    minikafka_quota_throttled_responses_total{quota,user,client_id}, minikafka_quota_throttle_time_ms_total{...}
+        responses a client quota throttled, and the throttle time they carried
     process_cpu_seconds_total, process_resident_memory_bytes, python_info
     kafka_server_client_metrics_instance_count          instance-count: client instances known (KIP-714)
     kafka_server_client_metrics_unknown_subscription_request_total  unknown-subscription-request
@@ -93,6 +98,7 @@ class BrokerCollector:
         yield from self._bad_input()
         yield from self._schema_registry()
         yield from self._client_telemetry()
+        yield from self._quotas()
         yield from _process()
 
     def _requests(self) -> Iterator[Metric]:
@@ -209,6 +215,7 @@ class BrokerCollector:
                                 value=sum(1 for s in subjects.values() if any(not v["deleted"] for v in s["versions"])))
         yield GaugeMetricFamily("minikafka_schema_registry_schema_versions", "Subject versions, soft-deleted included.",
                                 value=sum(len(s["versions"]) for s in subjects.values()))
+
     def _client_telemetry(self) -> Iterator[Metric]:
         instances = self.services.client_metrics.instances()
         yield GaugeMetricFamily("kafka_server_client_metrics_instance_count",
@@ -275,6 +282,34 @@ def _sample(families: dict[str, Metric], name: str, kind: str, source: str, labe
     elif family.type != kind:
         return
     family.add_sample(family_name + "_total" if kind == "counter" else name, labels, value)
+
+    def _quotas(self) -> Iterator[Metric]:
+        """Kafka's quota sensors: kafka.server:type=Produce|Fetch|Request|ControllerMutation, per user and
+        client-id (the ones a quota is kept for), measured now."""
+        quotas = self.services.quotas
+        now_ms = self.services.clock.now_ms()
+        labels = ["user", "client_id"]
+        throttled = CounterMetricFamily("minikafka_quota_throttled_responses",
+                                        "Responses throttled by a client quota, per quota type.",
+                                        labels=["quota", *labels])
+        throttled_ms = CounterMetricFamily("minikafka_quota_throttle_time_ms",
+                                           "Throttle time given by a client quota (ms), per quota type.",
+                                           labels=["quota", *labels])
+        for manager, name, help_text in (
+                (quotas.produce, "kafka_server_produce_byte_rate", "Produce bytes per second (byte-rate)."),
+                (quotas.fetch, "kafka_server_fetch_byte_rate", "Fetch bytes per second (byte-rate)."),
+                (quotas.request, "kafka_server_request_request_time",
+                 "Handler time, percent of one thread (request-time)."),
+                (quotas.controller_mutation, "kafka_server_controllermutation_tokens",
+                 "Partition mutations left in the token bucket (tokens).")):
+            family = GaugeMetricFamily(name, help_text, labels=labels)
+            for view in manager.observed(now_ms):
+                family.add_metric([view.user, view.client_id], view.value)
+                throttled.add_metric([manager.key, view.user, view.client_id], view.throttled)
+                throttled_ms.add_metric([manager.key, view.user, view.client_id], view.throttle_ms_total)
+            yield family
+        yield throttled
+        yield throttled_ms
 
 
 def _process() -> Iterator[Metric]:

@@ -295,6 +295,24 @@ def _named_entries(resource_type: ResourceType, code: ErrorCode) -> Callable[[An
     return lambda name: (resource_type, name, code)
 
 
+async def _describe_client_quotas(ctx: Any, authorizer: Authorizer, request: Any, handle: Handle) -> Any:
+    """Kafka's getErrorResponse: the code with its own text, and no entries (null)."""
+    if not authorizer.authorize(ctx.session, Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
+        return build(response_class(request.__api_key__, request.__version__), throttle_time=0,
+                     error_code=_CLUSTER_DENIED, error_message="Cluster authorization failed.", entries=None)
+    return await handle(ctx, request)
+
+
+async def _alter_client_quotas(ctx: Any, authorizer: Authorizer, request: Any, handle: Handle) -> Any:
+    """Kafka's getErrorResponse: every entry's entity answered with the refusal."""
+    if not authorizer.authorize(ctx.session, Operation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
+        return build(response_class(request.__api_key__, request.__version__), throttle_time=0, entries=[
+            {"error_code": _CLUSTER_DENIED, "error_message": "Cluster authorization failed.",
+             "entity": [{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity]}
+            for entry in request.entries])
+    return await handle(ctx, request)
+
+
 def _config_resource(resource: Any) -> tuple[ResourceType, str, ErrorCode] | None:
     """Config resource types: 2 TOPIC, 4 BROKER, 8 BROKER_LOGGER and 16 CLIENT_METRICS (the cluster), 32 GROUP."""
     if resource.resource_type == 2:
@@ -348,6 +366,8 @@ CHECKS: dict[int, Check] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _per_entry("resources", "responses", Operation.ALTER_CONFIGS,
                                                  _config_resource),
     ApiKey.LIST_CONFIG_RESOURCES: _cluster(Operation.DESCRIBE_CONFIGS),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
     ApiKey.CREATE_ACLS: _cluster(Operation.ALTER),
     ApiKey.DELETE_ACLS: _cluster(Operation.ALTER),
     ApiKey.DESCRIBE_ACLS: _cluster(Operation.DESCRIBE),

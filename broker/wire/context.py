@@ -32,6 +32,10 @@ class RequestContext:
     # Set where Kafka closes the connection once the response is sent (a failed SASL authentication), after
     # connection.failed.authentication.delay.ms.
     close_after_response: bool = False
+    # The request frame's size without its size prefix (Kafka's request.sizeInBytes: what Produce quotas count).
+    request_size: int = 0
+    # The throttle time a controller mutation quota recorded while handling (broker/wire/quotas.py).
+    mutation_throttle_ms: int = 0
     _log: Any = field(default=None, repr=False)
 
     @property

@@ -27,6 +27,7 @@ from minikafka.broker.security.api_authorization import handle_authorized as che
 from minikafka.broker.wire.context import RequestContext
 from minikafka.broker.wire.errors import CloseConnection, error_code_for, error_message_for
 from minikafka.broker.wire.hooks import ANSWERED, CLOSED, DROP_AFTER, DROP_BEFORE, NO_RESPONSE, Exchange, FaultHit
+from minikafka.broker.wire.quotas import with_quotas
 from minikafka.protocol.api_keys import ApiKey, api_name
 from minikafka.protocol.build import build
 from minikafka.protocol.codec import PeekedHeader, decode_request, peek_header, response_class, response_frame
@@ -108,6 +109,7 @@ async def _dispatch(frame: bytes | bytearray, peeked: PeekedHeader, ctx: Request
         raise CloseConnection(f"unexpected {api_name(peeked.api_key)} request before SASL authentication")
     decoded = decode_request(frame, peeked.api_key, peeked.api_version)
     ctx.client_id = decoded.client_id
+    ctx.request_size = len(frame)
     if seen is not None:
         seen[_REQUEST] = decoded.body
     if decoded.trailing_bytes:
@@ -117,6 +119,8 @@ async def _dispatch(frame: bytes | bytearray, peeked: PeekedHeader, ctx: Request
         faults = services.faults
         hit = faults.take(peeked.api_key, ctx.client_id, decoded.body) if faults.rules else None
         handle = route.handle if services.authorizer is None else _authorized(route.handle, services.authorizer)
+        if services.quotas.any_enabled:
+            handle = with_quotas(handle)
         if hit is None:
             response = await handle(ctx, decoded.body)
         else:
@@ -138,6 +142,8 @@ async def _dispatch(frame: bytes | bytearray, peeked: PeekedHeader, ctx: Request
             raise CloseConnection("acks=0 produce failed", bad_input=False) from exc
         try:
             body = error_response(decoded.body, code, error_message_for(exc))
+            if ctx.mute_ms:  # a client quota throttled the failed request (broker/wire/quotas.py)
+                body = with_throttle(body, ctx.mute_ms)
             answer = response_frame(peeked.correlation_id, body)
             if seen is not None:
                 seen[_RESPONSE] = body

@@ -16,6 +16,7 @@ from minikafka.broker.wire.hooks import (
     Recorder,
     SchemaRegistryControl,
 )
+from minikafka.broker.wire.quotas import ClientQuotas
 from minikafka.broker.wire.registry import Registry
 from minikafka.broker.wire.waiters import AppendWaiters
 from minikafka.coordinator.client_metrics.manager import ClientMetricsManager
@@ -45,6 +46,8 @@ class BrokerServices:
     dynamic_configs: DynamicConfigStore
     # Client metrics subscriptions and the client instances pushing telemetry (KIP-714).
     client_metrics: ClientMetricsManager
+    # Client quotas (AlterClientQuotas) and their enforcement, kept in the data dir.
+    quotas: ClientQuotas
     # The hooks' implementations (broker/observe/metrics.py, broker/control/faults.py and crash_points.py),
     # plugged in by the server.
     metrics: Counters

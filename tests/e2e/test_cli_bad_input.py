@@ -34,6 +34,12 @@ CASES = [
     ("acls", "--list"),
     ("acls", "--bootstrap-server", "127.0.0.1:99999", "--list"),
     ("acls", "--bootstrap-server", "127.0.0.1:9092", "--add", "--topic", "t"),
+    ("configs", "--describe", "--entity-type", "clients"),
+    ("configs", "--bootstrap-server", "127.0.0.1:99999", "--describe", "--entity-type", "clients"),
+    ("configs", "--bootstrap-server", "127.0.0.1:9092", "--alter", "--entity-type", "clients"),
+    ("configs", "--bootstrap-server", "127.0.0.1:9092", "--alter", "--entity-type", "clients", "--entity-name", "a",
+     "--add-config", "producer_byte_rate=fast"),
+    ("configs", "--bootstrap-server", "127.0.0.1:9092", "--describe", "--entity-type", "topics"),
 ]
 
 
