@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.handlers._shared.common import response_of
 from minikafka.broker.wire.context import RequestContext
-from minikafka.broker.wire.features import CONSUMER_GROUP_HEARTBEAT_KEY, features, supported_for
+from minikafka.broker.wire.features import (
+    CONSUMER_GROUP_HEARTBEAT_KEY,
+    SHARE_GROUP_HEARTBEAT_KEY,
+    features,
+    supported_for,
+)
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
 from minikafka.protocol.encoder import remember_encoding
@@ -39,7 +44,8 @@ def _response(registry: Registry, response_cls: Any, transaction_version: int) -
     """The whole answer for one version: it depends only on the node's registry and static config, and
     building and encoding its ~70 entries per request cost ~230 µs (clients send one per connection)."""
     found = features(registry.kafka_version, transaction_version,
-                     registry.route(CONSUMER_GROUP_HEARTBEAT_KEY) is not None)
+                     registry.route(CONSUMER_GROUP_HEARTBEAT_KEY) is not None,
+                     serves_share_groups=registry.route(SHARE_GROUP_HEARTBEAT_KEY) is not None)
     return remember_encoding(build(
         response_cls,
         api_keys=[

@@ -12,6 +12,9 @@ the levels come from the Kafka version profile and from what this broker really 
 - `group.version`: 1 means KIP-848 consumer groups; finalized at 1 only if this node serves
   ConsumerGroupHeartbeat, so it lights up when that API is registered and not before.
 - `kraft.version`: 0-1 supported (4.0+), not finalized (a static quorum is level 0).
+- `share.version`: 1 means KIP-932 share groups, production-ready from Kafka 4.2 (earlier releases had
+  them in preview, off unless enabled); finalized at 1 from the 4.2 profile on, only if this node
+  serves ShareGroupHeartbeat.
 Features whose supported maximum is 0 are left out (nothing to negotiate). Before ApiVersions v4,
 features whose minimum is 0 are left out of SupportedFeatures, as Kafka does (KAFKA-17011: older
 clients reject a minimum of 0).
@@ -29,6 +32,9 @@ TRANSACTION_VERSION_BUILT = 2
 # Highest group.version with the KIP-848 consumer protocol.
 GROUP_VERSION_CONSUMER_PROTOCOL = 1
 CONSUMER_GROUP_HEARTBEAT_KEY = 68
+# Highest share.version with KIP-932 share groups, and the API that says this node serves them.
+SHARE_VERSION_SHARE_GROUPS = 1
+SHARE_GROUP_HEARTBEAT_KEY = 76
 # Our answer's FinalizedFeaturesEpoch: the levels never change while the broker runs (Kafka uses the
 # metadata log offset that finalized them; any value >= 0 says "valid").
 FINALIZED_FEATURES_EPOCH = 0
@@ -48,7 +54,8 @@ class Features:
     epoch: int  # -1 when nothing is finalized
 
 
-def features(kafka_version: str, transaction_version: int, serves_consumer_groups: bool) -> Features:
+def features(kafka_version: str, transaction_version: int, serves_consumer_groups: bool,
+             serves_share_groups: bool = False) -> Features:
     """What a broker of that profile, with that transaction.version, reports."""
     release = resolve(kafka_version)
     levels = METADATA_VERSION_LEVELS.get(release)
@@ -61,6 +68,10 @@ def features(kafka_version: str, transaction_version: int, serves_consumer_group
         supported |= {"kraft.version": (0, 1), "transaction.version": (0, TRANSACTION_VERSION_BUILT),
                       "group.version": (0, group_max)}
         finalized |= {"transaction.version": transaction_version, "group.version": group_max}
+    if tuple(int(part) for part in release.split(".")) >= (4, 2):
+        share_max = SHARE_VERSION_SHARE_GROUPS if serves_share_groups else 0
+        supported["share.version"] = (0, share_max)
+        finalized["share.version"] = share_max
     supported = {name: (low, high) for name, (low, high) in supported.items() if high > 0}
     finalized = {name: level for name, level in finalized.items() if level > 0}
     return Features(supported, finalized, FINALIZED_FEATURES_EPOCH)
