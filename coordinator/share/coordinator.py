@@ -157,6 +157,10 @@ class ShareCoordinator:
     def load_steps(self) -> Iterator[None]:
         """Replay `__share_group_state`; share-partitions are rebuilt from it when first used."""
         self._persisted = self.topic.replay()
+        for key in self._persisted:
+            # Kafka keeps share groups in __consumer_offsets; here a group with share-partition state
+            # comes back empty, its members rejoining.
+            self.engine.groups.setdefault(key.group_id, ShareGroup(key.group_id))
         yield None
         if self._persisted:
             _log.info("loaded %d share-partition states from __share_group_state", len(self._persisted))
@@ -197,8 +201,7 @@ class ShareCoordinator:
         return self.engine.groups.get(group_id)
 
     def is_share_group(self, group_id: str) -> bool:
-        return group_id in self.engine.groups or any(k.group_id == group_id for k in self._persisted) or any(
-            key[0] == group_id for key in self.partitions)
+        return group_id in self.engine.groups
 
     def session_deadline(self, group_id: str, member_id: str) -> int | None:
         return self.timers.deadline(("share-session", group_id, member_id))

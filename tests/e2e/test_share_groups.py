@@ -13,7 +13,30 @@ from typing import Any
 import pytest
 from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+from kio.schema.alter_share_group_offsets.v0.request import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsRequestTopic,
+)
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.delete_share_group_offsets.v0.request import (
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequestTopic,
+)
+from kio.schema.describe_share_group_offsets.v1.request import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+)
+from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+from kio.schema.types import GroupId, TopicName
+from kio.static.primitive import i32, i64
+from minikafka.protocol.codec import decode_response, encode_request
+from minikafka.protocol.errors import ErrorCode
 from minikafka.testing import Broker
+
+from tests.support.wire import Wire
 
 LOCK_MS = 15_000
 DEADLINE_S = 20.0
@@ -82,7 +105,7 @@ def _ack_all(consumer: ShareConsumer, messages: list[Message], kind: Any) -> Non
     for message in messages:
         consumer.acknowledge(message, kind)
     results = consumer.commit_sync(10)
-    assert all(error is None for error in results.values()), results
+    assert results and all(error is None for error in results.values()), results
 
 
 def test_one_consumer_implicit_acknowledgement_reads_everything_once(broker: Broker) -> None:
@@ -229,7 +252,8 @@ def test_acknowledgements_survive_a_kill_9(tmp_path: Any) -> None:
         for message in got[:5]:
             consumer.acknowledge(message, AcknowledgeType.ACCEPT)
         consumer.acknowledge(got[5], AcknowledgeType.RELEASE)
-        assert all(error is None for error in consumer.commit_sync(10).values())
+        results = consumer.commit_sync(10)
+        assert results and all(error is None for error in results.values()), results
         # r6..r9 stay acquired, unacknowledged, when the broker dies
         broker.restart(hard=True)
         consumer.close()
@@ -241,3 +265,106 @@ def test_acknowledgements_survive_a_kill_9(tmp_path: Any) -> None:
             assert _poll_until(after, lambda got: bool(got), deadline_s=1.5) == []
         finally:
             after.close()
+
+
+# --- the admin side: ShareGroupDescribe, ListGroups, ConsumerGroupDescribe, the offsets APIs, DeleteGroups ---
+
+
+def _call(broker: Broker, request: Any) -> Any:
+    wire = Wire(broker)
+    try:
+        wire.send(encode_request(1, request))
+        _corr, response = decode_response(wire.receive(), request.__api_key__, request.__version__)
+    finally:
+        wire.close()
+    return response
+
+
+def _share_describe(broker: Broker, group: str) -> Any:
+    (described,) = _call(broker, ShareGroupDescribeRequest(group_ids=(GroupId(group),),
+                                                           include_authorized_operations=False)).groups
+    return described
+
+
+def _offsets(broker: Broker, group: str) -> dict[tuple[str, int], tuple[int, int]]:
+    request = DescribeShareGroupOffsetsRequest(groups=(DescribeShareGroupOffsetsRequestGroup(
+        group_id=GroupId(group), topics=None),))
+    (answer,) = _call(broker, request).groups
+    assert answer.error_code == ErrorCode.none
+    return {(t.topic_name, p.partition_index): (p.start_offset, p.lag) for t in answer.topics for p in t.partitions}
+
+
+def _listed(broker: Broker, kinds: tuple[str, ...]) -> dict[str, tuple[str, str, str]]:
+    response = _call(broker, ListGroupsRequest(states_filter=(), types_filter=kinds))
+    return {g.group_id: (g.protocol_type, g.group_state, g.group_type) for g in response.groups}
+
+
+def _wait_members(broker: Broker, group: str, consumers: list[ShareConsumer], count: int) -> Any:
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        described = _share_describe(broker, group)
+        if described.error_code == ErrorCode.none and len(described.members) == count:
+            return described
+        assert time.monotonic() < deadline, described
+        for consumer in consumers:
+            consumer.poll(0.1)
+
+
+def test_share_groups_in_the_group_admin_apis(broker: Broker) -> None:
+    group = _name("share")
+    topic = _topic(broker, group)
+    consumers = [_consumer(broker, group, topic, explicit=True) for _ in range(2)]
+    try:
+        described = _wait_members(broker, group, consumers, 2)
+        assert (described.group_state, described.assignor_name) == ("Stable", "simple")
+        assert described.assignment_epoch == described.group_epoch
+        for member in described.members:  # one partition, two members: both read it
+            assert [(tp.topic_name, tp.partitions) for tp in member.assignment.topic_partitions] == [(topic, (0,))]
+            assert member.subscribed_topic_names == (topic,)
+        assert _listed(broker, ("share",))[group] == ("share", "Stable", "share")
+        assert group not in _listed(broker, ("consumer", "classic"))
+        (as_consumer,) = _call(broker, ConsumerGroupDescribeRequest(group_ids=(GroupId(group),),
+                                                                     include_authorized_operations=False)).groups
+        assert (as_consumer.error_code, as_consumer.error_message) == (
+            ErrorCode.group_id_not_found, f"Group {group} is not a consumer group")
+
+        # the second member leaves first: a member that polled keeps fetching in the background, and the
+        # records below must all go to the first one
+        consumers.pop().close()
+        _wait_members(broker, group, consumers, 1)
+        _produce(broker, topic, [b"o%d" % i for i in range(5)])
+        got = _poll_until(consumers[0], lambda got: len(got) >= 5)
+        _ack_all(consumers[0], got, AcknowledgeType.ACCEPT)
+        assert _offsets(broker, group) == {(topic, 0): (5, 0)}
+        _produce(broker, topic, [b"p%d" % i for i in range(3)])
+        assert _offsets(broker, group) == {(topic, 0): (5, 3)}
+
+        refused = _call(broker, DeleteGroupsRequest(groups_names=(GroupId(group),)))
+        assert [r.error_code for r in refused.results] == [ErrorCode.non_empty_group]
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    assert _share_describe(broker, group).group_state == "Empty"
+
+    altered = _call(broker, AlterShareGroupOffsetsRequest(group_id=GroupId(group), topics=(
+        AlterShareGroupOffsetsRequestTopic(topic_name=TopicName(topic), partitions=(
+            AlterShareGroupOffsetsRequestPartition(partition_index=i32(0), start_offset=i64(2)),)),)))
+    assert altered.error_code == ErrorCode.none
+    assert [p.error_code for t in altered.responses for p in t.partitions] == [ErrorCode.none]
+    assert _offsets(broker, group)[(topic, 0)][0] == 2
+    again = _consumer(broker, group, topic, explicit=True)
+    try:
+        replayed = _poll_until(again, lambda got: len(got) >= 6)
+        assert [m.offset() for m in replayed] == [2, 3, 4, 5, 6, 7]
+        _ack_all(again, replayed, AcknowledgeType.ACCEPT)
+    finally:
+        again.close()
+
+    deleted = _call(broker, DeleteShareGroupOffsetsRequest(group_id=GroupId(group), topics=(
+        DeleteShareGroupOffsetsRequestTopic(topic_name=TopicName(topic)),)))
+    assert (deleted.error_code, [t.error_code for t in deleted.responses]) == (ErrorCode.none, [ErrorCode.none])
+    assert _offsets(broker, group) == {}
+    removed = _call(broker, DeleteGroupsRequest(groups_names=(GroupId(group),)))
+    assert [r.error_code for r in removed.results] == [ErrorCode.none]
+    assert group not in _listed(broker, ())
+    assert _share_describe(broker, group).error_code == ErrorCode.group_id_not_found
