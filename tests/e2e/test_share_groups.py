@@ -5,6 +5,8 @@ REJECT), acquisition locks ending on the manual clock, the delivery limit, and t
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -368,3 +370,57 @@ def test_share_groups_in_the_group_admin_apis(broker: Broker) -> None:
     assert [r.error_code for r in removed.results] == [ErrorCode.none]
     assert group not in _listed(broker, ())
     assert _share_describe(broker, group).error_code == ErrorCode.group_id_not_found
+
+
+# --- the debugging tools: consumer-groups --describe, GET /state (the inspector's data), /metrics --------
+
+
+def _cli(broker: Broker, *args: str) -> list[list[str]]:
+    """`minikafka consumer-groups` run as a user runs it; the rows of the table it prints."""
+    done = subprocess.run([sys.executable, "-m", "minikafka.broker", "consumer-groups", "--bootstrap-server",
+                           broker.bootstrap_servers, *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split("\n")
+    assert lines[0] == "" and lines[-1] == "", done.stdout
+    return [line.split() for line in lines[1:-1]]
+
+
+def test_debugging_tools_show_a_share_group(broker: Broker) -> None:
+    group = _name("share")
+    topic = _topic(broker, group)
+    _produce(broker, topic, [b"d%d" % i for i in range(6)])
+    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                              "client.id": "debugger", "share.acknowledgement.mode": "explicit"})
+    consumer.subscribe([topic])
+    try:
+        got = _poll_until(consumer, lambda got: len(got) >= 6)
+        for message in got[:2]:
+            consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+        for message in got[2:]:
+            consumer.acknowledge(message, AcknowledgeType.RELEASE)
+        results = consumer.commit_sync(10)
+        assert results and all(error is None for error in results.values()), results
+        held = _batch(consumer)  # the 4 released records again, now held under a lock
+        assert [m.offset() for m in held] == [2, 3, 4, 5]
+
+        assert _cli(broker, "--describe", "--group", group) == [
+            ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"], [group, topic, "0", "2", "4"]]
+        members = _cli(broker, "--describe", "--group", group, "--members")
+        assert members[0] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+        assert [(row[0], row[3], row[4], row[5]) for row in members[1:]] == [(group, "debugger", "1", f"{topic}:0")]
+        state = _cli(broker, "--describe", "--group", group, "--state")
+        assert state[0] == ["GROUP", "COORDINATOR", "(ID)", "STATE", "#MEMBERS"]
+        assert (state[1][0], state[1][-2], state[1][-1]) == (group, "Stable", "1")
+
+        shown = broker.state()["share_groups"][group]
+        assert shown["state"] == "Stable" and [m["client_id"] for m in shown["members"]] == ["debugger"]
+        assert shown["partitions"][topic]["0"] == {"start_offset": 2, "end_offset": 6, "in_flight": 4,
+                                                   "acquired": 4, "lag": 4}
+        metrics = broker.metrics()
+        where = f'group="{group}",partition="0",topic="{topic}"'
+        assert f"minikafka_share_partition_acquired_records{{{where}}} 4.0" in metrics
+        assert f"minikafka_share_partition_start_offset{{{where}}} 2.0" in metrics
+        assert f'minikafka_share_group_members{{group="{group}"}} 1.0' in metrics
+        _ack_all(consumer, held, AcknowledgeType.ACCEPT)
+    finally:
+        consumer.close()
