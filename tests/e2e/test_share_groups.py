@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 from kio.schema.alter_share_group_offsets.v0.request import (
     AlterShareGroupOffsetsRequest,
@@ -422,5 +422,61 @@ def test_debugging_tools_show_a_share_group(broker: Broker) -> None:
         assert f"minikafka_share_partition_start_offset{{{where}}} 2.0" in metrics
         assert f'minikafka_share_group_members{{group="{group}"}} 1.0' in metrics
         _ack_all(consumer, held, AcknowledgeType.ACCEPT)
+    finally:
+        consumer.close()
+
+
+# --- transactions and the log start ----------------------------------------------------------------------
+
+
+def _set_group_config(broker: Broker, group: str, key: str, value: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    entry = ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+    for future in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group,
+                                                                  incremental_configs=[entry])]).values():
+        future.result()
+
+
+def test_read_committed_share_group_skips_aborted_records(broker: Broker) -> None:
+    group = _name("share")
+    topic = _topic(broker, group)
+    _set_group_config(broker, group, "share.isolation.level", "read_committed")
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": _name("txn")})
+    producer.init_transactions(10)
+    for values, commit in (([b"aborted-1", b"aborted-2"], False), ([b"committed-1", b"committed-2"], True)):
+        producer.begin_transaction()
+        for value in values:
+            producer.produce(topic, value=value)
+        assert producer.flush(10) == 0  # the aborted records are written before the abort, not dropped
+        if commit:
+            producer.commit_transaction(10)
+        else:
+            producer.abort_transaction(10)
+    consumer = _consumer(broker, group, topic, explicit=True)
+    try:
+        got = _poll_until(consumer, lambda got: len(got) >= 2)
+        assert _values(got) == [b"committed-1", b"committed-2"]
+        _ack_all(consumer, got, AcknowledgeType.ACCEPT)
+        # the aborted records and both markers were archived: the start offset is past everything
+        assert _offsets(broker, group)[(topic, 0)] == (6, 0)
+    finally:
+        consumer.close()
+
+
+def test_records_below_a_new_log_start_are_not_delivered(broker: Broker) -> None:
+    group = _name("share")
+    topic = _topic(broker, group)
+    _produce(broker, topic, [b"l%d" % i for i in range(6)])
+    consumer = _consumer(broker, group, topic, explicit=True)
+    try:
+        got = _poll_until(consumer, lambda got: len(got) >= 6)
+        _ack_all(consumer, got, AcknowledgeType.RELEASE)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        for future in admin.delete_records([TopicPartition(topic, 0, 4)]).values():
+            future.result()
+        again = _poll_until(consumer, lambda got: len(got) >= 2)
+        assert [(m.offset(), m.delivery_count()) for m in again] == [(4, 2), (5, 2)]
+        _ack_all(consumer, again, AcknowledgeType.ACCEPT)
+        assert _offsets(broker, group)[(topic, 0)] == (6, 0)
     finally:
         consumer.close()
