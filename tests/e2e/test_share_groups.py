@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -480,3 +481,24 @@ def test_records_below_a_new_log_start_are_not_delivered(broker: Broker) -> None
         assert _offsets(broker, group)[(topic, 0)] == (6, 0)
     finally:
         consumer.close()
+
+
+# --- docs/share-groups.md ------------------------------------------------------------------------------
+
+
+def _doc_example() -> tuple[str, str]:
+    """The example of docs/share-groups.md and the output the page says it prints."""
+    text = (Path(__file__).parents[2] / "docs" / "share-groups.md").read_text()
+    after = text.split("<!-- example: share-groups -->", 1)[1]
+    code = after.split("```python\n", 1)[1].split("```", 1)[0]
+    printed = after.split("```text\n", 1)[1].split("```", 1)[0]
+    return code, printed
+
+
+def test_the_docs_example_runs_and_prints_what_the_page_says(tmp_path: Path) -> None:
+    code, printed = _doc_example()
+    script = tmp_path / "share_groups_example.py"
+    script.write_text(code)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == printed
