@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,12 @@ from kio.schema.describe_share_group_offsets.v1.request import (
     DescribeShareGroupOffsetsRequestGroup,
 )
 from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.share_acknowledge.v2 import request as share_ack
+from kio.schema.share_fetch.v2 import request as share_fetch
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+from kio.schema.share_group_heartbeat.v1 import request as share_heartbeat
 from kio.schema.types import GroupId, TopicName
-from kio.static.primitive import i32, i64
+from kio.static.primitive import i8, i32, i64
 from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.errors import ErrorCode
 from minikafka.testing import Broker
@@ -502,3 +506,79 @@ def test_the_docs_example_runs_and_prints_what_the_page_says(tmp_path: Path) -> 
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout == printed
+
+
+# --- the wire: share sessions, RENEW, errors --------------------------------------------------------------
+
+
+def _heartbeat(broker: Broker, group: str, member: str, epoch: int, topics: tuple[str, ...] | None) -> Any:
+    return _call(broker, share_heartbeat.ShareGroupHeartbeatRequest(
+        group_id=GroupId(group), member_id=member, member_epoch=i32(epoch), rack_id=None,
+        subscribed_topic_names=None if topics is None else tuple(TopicName(t) for t in topics)))
+
+
+def _share_fetch(broker: Broker, group: str, member: str, epoch: int, topic_id: Any) -> Any:
+    return _call(broker, share_fetch.ShareFetchRequest(
+        group_id=GroupId(group), member_id=member, share_session_epoch=i32(epoch),
+        max_wait=timedelta(milliseconds=500), min_bytes=i32(1), max_records=i32(10), batch_size=i32(10),
+        topics=(share_fetch.FetchTopic(topic_id=topic_id, partitions=(
+            share_fetch.FetchPartition(partition_index=i32(0), acknowledgement_batches=()),)),),
+        forgotten_topics_data=()))
+
+
+def _share_ack(broker: Broker, group: str, member: str, epoch: int, topic_id: Any, first: int, last: int,
+               kind: int, *, renew: bool = False) -> Any:
+    return _call(broker, share_ack.ShareAcknowledgeRequest(
+        group_id=GroupId(group), member_id=member, share_session_epoch=i32(epoch), is_renew_ack=renew,
+        topics=(share_ack.AcknowledgeTopic(topic_id=topic_id, partitions=(share_ack.AcknowledgePartition(
+            partition_index=i32(0), acknowledgement_batches=(share_ack.AcknowledgementBatch(
+                first_offset=i64(first), last_offset=i64(last), acknowledge_types=(i8(kind),)),)),)),)))
+
+
+def _partition_error(response: Any) -> ErrorCode:
+    (topic,) = response.responses
+    (partition,) = topic.partitions
+    return ErrorCode(partition.error_code)
+
+
+def test_share_sessions_renew_and_errors_on_the_wire(broker: Broker) -> None:
+    group = _name("share")
+    topic = _topic(broker, group)
+    _produce(broker, topic, [b"w0", b"w1", b"w2"])
+    joined = _heartbeat(broker, group, "member-1", 0, (topic,))
+    assert (joined.error_code, joined.member_epoch) == (ErrorCode.none, 1)
+    (assigned,) = joined.assignment.topic_partitions
+    topic_id = assigned.topic_id
+    assert assigned.partitions == (0,)
+    assert _heartbeat(broker, group, "member-1", 7, None).error_code == ErrorCode.fenced_member_epoch
+    assert _heartbeat(broker, group, "nobody", 1, None).error_code == ErrorCode.unknown_member_id
+
+    assert _share_fetch(broker, group, "member-1", 1, topic_id).error_code == ErrorCode.share_session_not_found
+    fetched = _share_fetch(broker, group, "member-1", 0, topic_id)
+    assert fetched.error_code == ErrorCode.none and fetched.acquisition_lock_timeout == timedelta(milliseconds=LOCK_MS)
+    (partition,) = fetched.responses[0].partitions
+    assert [(a.first_offset, a.last_offset, a.delivery_count) for a in partition.acquired_records] == [(0, 2, 1)]
+    assert _share_fetch(broker, group, "member-1", 5, topic_id).error_code == ErrorCode.invalid_share_session_epoch
+
+    def locked() -> int:
+        return int(broker.state()["share_groups"][group]["partitions"][topic]["0"]["acquired"])
+
+    broker.advance_clock(LOCK_MS - 5000)
+    renewed = _share_ack(broker, group, "member-1", 1, topic_id, 0, 2, 4, renew=True)  # RENEW: a new lock
+    assert (renewed.error_code, _partition_error(renewed)) == (ErrorCode.none, ErrorCode.none)
+    broker.advance_clock(10_000)  # past the first lock's end, within the renewed one
+    assert locked() == 3
+    not_held = _share_ack(broker, group, "member-1", 2, topic_id, 0, 5, 1)
+    assert _partition_error(not_held) == ErrorCode.invalid_record_state
+    without_flag = _share_ack(broker, group, "member-1", 3, topic_id, 0, 2, 4)
+    assert _partition_error(without_flag) == ErrorCode.invalid_request
+    accepted = _share_ack(broker, group, "member-1", 4, topic_id, 0, 0, 1)
+    assert _partition_error(accepted) == ErrorCode.none
+    assert locked() == 2
+    closed = _share_ack(broker, group, "member-1", -1, topic_id, 1, 1, 1)  # close the session: 2 is released
+    assert _partition_error(closed) == ErrorCode.none
+    assert locked() == 0
+    assert _offsets(broker, group)[(topic, 0)] == (2, 1)
+    left = _heartbeat(broker, group, "member-1", -1, None)
+    assert (left.error_code, left.member_epoch) == (ErrorCode.none, -1)
+    assert _share_describe(broker, group).group_state == "Empty"
