@@ -1,9 +1,10 @@
 """AlterShareGroupOffsets: v0 (KIP-932, Kafka 4.2).
 
 Behavior (Kafka 4.2's GroupCoordinatorService.alterShareGroupOffsets): sets the share-partition start
-offset of the given partitions of an empty share group (a group with members is NON_EMPTY_GROUP), for
-a group that does not exist yet too (it is created empty); what was in flight is dropped and a
-ShareSnapshot is written to `__share_group_state`. Per partition: UNKNOWN_TOPIC_OR_PARTITION for a
+offset of the given partitions of an empty share group, or of a group that does not exist yet (it is
+created empty); what was in flight is dropped and a ShareSnapshot is written to `__share_group_state`.
+A group with members is NON_EMPTY_GROUP ("The group is not empty."), a classic or consumer group
+GROUP_ID_NOT_FOUND ("Group X is not a share group."). Per partition: UNKNOWN_TOPIC_OR_PARTITION for a
 topic or partition that does not exist.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from minikafka.broker.handlers._shared.common import response_of
-from minikafka.broker.handlers._shared.group import ownership_error
+from minikafka.broker.handlers._shared.group import other_group_type, ownership_error
 from minikafka.broker.wire.context import RequestContext
 from minikafka.coordinator.share.group import ShareGroup
 from minikafka.protocol.api_keys import ApiKey, VersionRange
@@ -32,9 +33,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     error = ownership_error(ctx, request.group_id)
     if error is not None:
         return _answer(request, error, None, [])
+    if other_group_type(ctx, request.group_id):
+        return _answer(request, ErrorCode.group_id_not_found, f"Group {request.group_id} is not a share group.", [])
     group = shares.group(request.group_id)
     if group is not None and group.members:
-        return _answer(request, ErrorCode.non_empty_group, f"Share group {request.group_id} is not empty.", [])
+        return _answer(request, ErrorCode.non_empty_group, "The group is not empty.", [])
     shares.groups.setdefault(request.group_id, ShareGroup(request.group_id))
     topics = []
     for topic in request.topics:

@@ -3,7 +3,8 @@
 Behavior (Kafka 4.2's GroupCoordinatorService.deleteShareGroupOffsets): deletes the share-partition
 states of the given topics for an empty share group (tombstones in `__share_group_state`); the group
 starts them again from `share.auto.offset.reset` when next assigned. A group with members is
-NON_EMPTY_GROUP, an unknown group GROUP_ID_NOT_FOUND; per topic UNKNOWN_TOPIC_OR_PARTITION for a topic
+NON_EMPTY_GROUP ("The group is not empty."), a classic or consumer group GROUP_ID_NOT_FOUND ("Group X is
+not a share group."), an unknown group GROUP_ID_NOT_FOUND; per topic UNKNOWN_TOPIC_OR_PARTITION for a topic
 that does not exist.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from minikafka.broker.handlers._shared.common import response_of
-from minikafka.broker.handlers._shared.group import ownership_error
+from minikafka.broker.handlers._shared.group import other_group_type, ownership_error
 from minikafka.broker.wire.context import RequestContext
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
@@ -31,11 +32,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     error = ownership_error(ctx, request.group_id)
     if error is not None:
         return _answer(request, error, None, [])
+    if other_group_type(ctx, request.group_id):
+        return _answer(request, ErrorCode.group_id_not_found, f"Group {request.group_id} is not a share group.", [])
     group = shares.group(request.group_id)
     if group is None:
         return _answer(request, ErrorCode.group_id_not_found, f"Group {request.group_id} not found.", [])
     if group.members:
-        return _answer(request, ErrorCode.non_empty_group, f"Share group {request.group_id} is not empty.", [])
+        return _answer(request, ErrorCode.non_empty_group, "The group is not empty.", [])
     topics = []
     existing = set()
     for topic in request.topics:

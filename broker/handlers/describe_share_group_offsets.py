@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from minikafka.broker.handlers._shared.common import response_of
-from minikafka.broker.handlers._shared.group import ownership_error
+from minikafka.broker.handlers._shared.group import other_group_type, ownership_error
 from minikafka.broker.wire.context import RequestContext
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
@@ -30,10 +30,13 @@ def _partition(index: int, start: int, lag: int) -> dict[str, Any]:
 def _group(ctx: RequestContext, entry: Any) -> dict[str, Any]:
     shares = ctx.services.shares
     error = ownership_error(ctx, entry.group_id)
-    if error is None and not shares.is_share_group(entry.group_id):
-        error = ErrorCode.group_id_not_found
     if error is not None:
         return {"group_id": entry.group_id, "topics": [], "error_code": error}
+    if not shares.is_share_group(entry.group_id):
+        message = (f"Group {entry.group_id} is not a share group." if other_group_type(ctx, entry.group_id)
+                   else f"Group {entry.group_id} not found.")
+        return {"group_id": entry.group_id, "topics": [], "error_code": ErrorCode.group_id_not_found,
+                "error_message": message}
     views = {(v.topic, v.partition): v for v in shares.views(entry.group_id)}
     if entry.topics is None:
         asked: dict[str, list[int]] = {}

@@ -14,7 +14,7 @@ from typing import Any
 
 from minikafka.broker.handlers._shared.authorization import GROUP_OPERATIONS, operations_if
 from minikafka.broker.handlers._shared.common import response_of
-from minikafka.broker.handlers._shared.group import coordinator, ownership_error
+from minikafka.broker.handlers._shared.group import other_group_type, ownership_error
 from minikafka.broker.wire.context import RequestContext
 from minikafka.coordinator.share.group import ShareGroup
 from minikafka.protocol.api_keys import ApiKey, VersionRange
@@ -58,7 +58,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             described.append(_error(group_id, error, None))
         elif group is not None:
             described.append(_describe(ctx, group, request.include_authorized_operations))
-        elif group_id in coordinator(ctx).groups or coordinator(ctx).consumer_group(group_id) is not None:
+        elif other_group_type(ctx, group_id):
             described.append(_error(group_id, ErrorCode.group_id_not_found, f"Group {group_id} is not a share group."))
         else:
             described.append(_error(group_id, ErrorCode.group_id_not_found, f"Group {group_id} not found."))

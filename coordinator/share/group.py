@@ -119,6 +119,9 @@ class ShareGroupEngine:
         if request.member_epoch == LEAVE_EPOCH:
             return self._leave(request)
         group = self.groups.get(request.group_id)
+        if group is None and request.member_epoch != JOIN_EPOCH:
+            # Kafka's getOrMaybeCreateShareGroup creates a group only for a joining member
+            return ShareHeartbeatResult(ErrorCode.group_id_not_found, f"Share group {request.group_id} not found.")
         member = group.members.get(request.member_id) if group is not None else None
         if request.member_epoch != JOIN_EPOCH:
             if member is None:
@@ -156,15 +159,17 @@ class ShareGroupEngine:
 
     @staticmethod
     def _invalid(request: ShareHeartbeat) -> str | None:
-        """Kafka's throwIfShareGroupHeartbeatRequestIsInvalid."""
-        if not request.group_id:
-            return "GroupId can't be empty."
-        if not request.member_id:
+        """Kafka's throwIfShareGroupHeartbeatRequestIsInvalid (blank is what Java's trim() empties)."""
+        if not request.member_id.strip():
             return "MemberId can't be empty."
+        if not request.group_id.strip():
+            return "GroupId can't be empty."
+        if request.rack_id is not None and not request.rack_id.strip():
+            return "RackId can't be empty."
         if request.member_epoch == JOIN_EPOCH and not request.subscribed_topic_names:
             return "SubscribedTopicNames must be set in first request."
         if request.member_epoch < LEAVE_EPOCH:
-            return f"MemberEpoch is {request.member_epoch}, but must be greater than or equal to -1."
+            return "MemberEpoch is invalid."
         return None
 
     @staticmethod
@@ -201,7 +206,9 @@ class ShareGroupEngine:
 
     def _leave(self, request: ShareHeartbeat) -> ShareHeartbeatResult:
         group = self.groups.get(request.group_id)
-        if group is None or request.member_id not in group.members:
+        if group is None:
+            return ShareHeartbeatResult(ErrorCode.group_id_not_found, f"Group {request.group_id} not found.")
+        if request.member_id not in group.members:
             return ShareHeartbeatResult(ErrorCode.unknown_member_id,
                                         f"member {request.member_id} is not in group {request.group_id}")
         self.remove_member(group.group_id, request.member_id)

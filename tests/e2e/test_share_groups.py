@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer, TopicPartition
+from confluent_kafka import AcknowledgeType, Consumer, Message, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 from kio.schema.alter_share_group_offsets.v0.request import (
     AlterShareGroupOffsetsRequest,
@@ -552,6 +552,23 @@ def test_share_sessions_renew_and_errors_on_the_wire(broker: Broker) -> None:
     assert assigned.partitions == (0,)
     assert _heartbeat(broker, group, "member-1", 7, None).error_code == ErrorCode.fenced_member_epoch
     assert _heartbeat(broker, group, "nobody", 1, None).error_code == ErrorCode.unknown_member_id
+    assert _heartbeat(broker, group, "m" * 37, 0, (topic,)).error_code == ErrorCode.invalid_request
+    missing = _heartbeat(broker, "no-such-group", "member-1", 3, None)
+    assert (missing.error_code, missing.error_message) == (ErrorCode.group_id_not_found,
+                                                           "Share group no-such-group not found.")
+    classic_group = _name("classic")
+    classic = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": classic_group})
+    classic.subscribe([topic])
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not classic.assignment():
+            assert time.monotonic() < deadline
+            classic.poll(0.2)
+        other = _heartbeat(broker, classic_group, "member-1", 0, (topic,))
+        assert (other.error_code, other.error_message) == (ErrorCode.group_id_not_found,
+                                                           f"Group {classic_group} is not a share group.")
+    finally:
+        classic.close()
 
     assert _share_fetch(broker, group, "member-1", 1, topic_id).error_code == ErrorCode.share_session_not_found
     fetched = _share_fetch(broker, group, "member-1", 0, topic_id)
