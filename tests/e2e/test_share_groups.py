@@ -426,6 +426,10 @@ def test_debugging_tools_show_a_share_group(broker: Broker) -> None:
         assert f"minikafka_share_partition_acquired_records{{{where}}} 4.0" in metrics
         assert f"minikafka_share_partition_start_offset{{{where}}} 2.0" in metrics
         assert f'minikafka_share_group_members{{group="{group}"}} 1.0' in metrics
+        fetches = broker.trace(api="ShareFetch", topic=topic)
+        acquired = [p["acquired_records"] for f in fetches for t in f["response"]["responses"]
+                    for p in t["partitions"] if p["acquired_records"]]
+        assert acquired and acquired[0] == [{"first_offset": 0, "last_offset": 5, "delivery_count": 1}]
         _ack_all(consumer, held, AcknowledgeType.ACCEPT)
     finally:
         consumer.close()
