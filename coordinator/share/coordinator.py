@@ -265,6 +265,7 @@ class ShareCoordinator:
                                 batches=tuple(state.state_batches()), state_epoch=0, create_ms=now, write_ms=now,
                                 delivery_complete_count=state.delivery_complete_count())
         self.topic.write(key, SNAPSHOT, value, now)
+        state.mark_stored(value.batches)
         self._updates[(group_id, topic, partition)] = 0
 
     def _persist(self, group_id: str, topic: str, partition: int, changed: Iterable[int],
@@ -285,6 +286,7 @@ class ShareCoordinator:
                                 batches=tuple(state.state_batches(changed)),
                                 delivery_complete_count=state.delivery_complete_count())
         self.topic.write(key, UPDATE, value, now)
+        state.mark_stored(value.batches)
         self._updates[(group_id, topic, partition)] = count + 1
 
     def _after_change(self, group_id: str, topic: str, partition: int, changed: list[int],

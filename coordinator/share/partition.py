@@ -49,6 +49,9 @@ class InFlight:
     delivery_count: int = 0
     member_id: str = ""
     lock_deadline_ms: int = 0
+    # The delivery count last written to `__share_group_state`: an acquisition is not written (as in
+    # Kafka), so a snapshot taken while a record is acquired stores this one.
+    stored_count: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,8 +269,9 @@ class SharePartition:
     # -- persistence --------------------------------------------------------------------------
 
     def state_batches(self, offsets: Iterable[int] | None = None) -> list[StateBatch]:
-        """The persisted view of `offsets` (all in-flight offsets when None): ACQUIRED is stored as
-        AVAILABLE, as Kafka never persists a lock. Consecutive equal offsets become one range."""
+        """The persisted view of `offsets` (all in-flight offsets when None): an ACQUIRED record is stored as
+        it was last written (AVAILABLE with that delivery count), as Kafka never persists an acquisition.
+        Consecutive equal offsets become one range."""
         chosen = sorted(self.records) if offsets is None else sorted(o for o in set(offsets)
                                                                     if o >= self.start_offset)
         batches: list[StateBatch] = []
@@ -275,20 +279,31 @@ class SharePartition:
             entry = self.records.get(offset)
             if entry is None:
                 continue
-            state = RecordState.AVAILABLE if entry.state == RecordState.ACQUIRED else entry.state
+            acquired = entry.state == RecordState.ACQUIRED
+            state = RecordState.AVAILABLE if acquired else entry.state
+            count = entry.stored_count if acquired else entry.delivery_count
             last = batches[-1] if batches else None
             if (last is not None and last.last_offset == offset - 1 and last.state == state
-                    and last.delivery_count == entry.delivery_count):
-                batches[-1] = StateBatch(last.first_offset, offset, state, entry.delivery_count)
+                    and last.delivery_count == count):
+                batches[-1] = StateBatch(last.first_offset, offset, state, count)
             else:
-                batches.append(StateBatch(offset, offset, state, entry.delivery_count))
+                batches.append(StateBatch(offset, offset, state, count))
         return batches
+
+    def mark_stored(self, batches: Iterable[StateBatch]) -> None:
+        """`batches` were written: their counts are what a later snapshot stores for acquired records."""
+        for batch in batches:
+            for offset in range(batch.first_offset, batch.last_offset + 1):
+                entry = self.records.get(offset)
+                if entry is not None:
+                    entry.stored_count = batch.delivery_count
 
     def restore(self, batches: Iterable[StateBatch]) -> None:
         """Apply persisted batches (a snapshot's, then each update's) over what is known."""
         for batch in batches:
             for offset in range(max(batch.first_offset, self.start_offset), batch.last_offset + 1):
-                self.records[offset] = InFlight(batch.state, batch.delivery_count)
+                self.records[offset] = InFlight(batch.state, batch.delivery_count,
+                                                stored_count=batch.delivery_count)
             self.end_offset = max(self.end_offset, batch.last_offset + 1)
 
     def delivery_complete_count(self) -> int:

@@ -128,8 +128,12 @@ def test_state_batches_round_trip_through_restore() -> None:
     sp.acknowledge("a", 0, 1, [AckType.RELEASE], 0, LOCK)
     sp.acknowledge("a", 2, 3, [AckType.ACCEPT], 0, LOCK)
     batches = sp.state_batches()
+    # an acquisition is never written: acquired records are stored as last written (never: count 0)
     assert batches == [StateBatch(0, 1, RecordState.AVAILABLE, 1), StateBatch(2, 3, RecordState.ACKNOWLEDGED, 1),
-                       StateBatch(4, 5, RecordState.AVAILABLE, 1)]  # acquired is stored as available
+                       StateBatch(4, 5, RecordState.AVAILABLE, 0)]
+    sp.mark_stored(batches)
+    sp.acquire(0, "b", LOCK)
+    assert sp.state_batches([0]) == [StateBatch(0, 0, RecordState.AVAILABLE, 1)]
     restored = SharePartition(0, 5, 100)
     restored.restore(batches)
     assert list(restored.available_offsets()) == [0, 1, 4, 5]
