@@ -152,6 +152,33 @@ def test_consumers_of_one_partition_get_distinct_records(broker: Broker) -> None
             consumer.close()
 
 
+def test_three_implicit_consumers_share_a_stream_without_duplicates(broker: Broker) -> None:
+    group = _name("share")
+    topic = _topic(broker, group)
+    consumers = [_consumer(broker, group, topic) for _ in range(3)]
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+    seen: list[tuple[int, bytes]] = []
+    try:
+        deadline = time.monotonic() + DEADLINE_S * 2
+        for round_number in range(30):
+            for i in range(10):  # records keep coming while the consumers read
+                producer.produce(topic, value=b"s%d" % (round_number * 10 + i))
+            producer.flush(10)
+            for consumer in consumers:
+                seen += [(m.offset(), m.value()) for m in consumer.poll(0.05) if m.error() is None]
+        while len(seen) < 300 and time.monotonic() < deadline:
+            for consumer in consumers:
+                seen += [(m.offset(), m.value()) for m in consumer.poll(0.1) if m.error() is None]
+        offsets = [offset for offset, _value in seen]
+        assert len(offsets) == len(set(offsets)) == 300  # each record to one consumer, once
+        assert sorted(value for _offset, value in seen) == sorted(b"s%d" % i for i in range(300))
+        for consumer in consumers:
+            consumer.commit_sync(10)
+    finally:
+        for consumer in consumers:
+            consumer.close()
+
+
 def test_release_redelivers_with_a_higher_delivery_count_and_reject_archives(broker: Broker) -> None:
     group = _name("share")
     topic = _topic(broker, group)
