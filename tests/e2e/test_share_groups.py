@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from confluent_kafka import AcknowledgeType, Consumer, Message, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+from kio.index import load_request_schema
 from kio.schema.alter_share_group_offsets.v0.request import (
     AlterShareGroupOffsetsRequest,
     AlterShareGroupOffsetsRequestPartition,
@@ -39,6 +40,8 @@ from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1 import request as share_heartbeat
 from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i8, i32, i64
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.build import build
 from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.errors import ErrorCode
 from minikafka.testing import Broker
@@ -600,6 +603,18 @@ def test_share_sessions_renew_and_errors_on_the_wire(broker: Broker) -> None:
                                                            f"Group {classic_group} is not a share group.")
     finally:
         classic.close()
+
+    # the id is a share group's: the classic and consumer protocols are refused
+    join = _call(broker, build(load_request_schema(ApiKey.JOIN_GROUP, 5), group_id=group, member_id="",
+                               session_timeout=timedelta(seconds=10), rebalance_timeout=timedelta(seconds=10),
+                               protocol_type="consumer", protocols=[{"name": "range", "metadata": b""}]))
+    assert join.error_code == ErrorCode.group_id_not_found
+    consumer_beat = _call(broker, build(load_request_schema(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1), group_id=group,
+                                        member_id="c-1", member_epoch=0, rebalance_timeout=timedelta(seconds=10),
+                                        subscribed_topic_names=[topic], server_assignor=None, instance_id=None,
+                                        rack_id=None, topic_partitions=[]))
+    assert (consumer_beat.error_code, consumer_beat.error_message) == (
+        ErrorCode.group_id_not_found, f"Group {group} is not a consumer group.")
 
     assert _share_fetch(broker, group, "member-1", 1, topic_id).error_code == ErrorCode.share_session_not_found
     fetched = _share_fetch(broker, group, "member-1", 0, topic_id)
