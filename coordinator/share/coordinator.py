@@ -425,14 +425,6 @@ class ShareCoordinator:
         self._schedule_lock_timer(group_id, topic, partition)
         return FetchedPartition(b"".join(kept), tuple(ranges(taken)))
 
-    def has_available(self, group_id: str, topic: str, partition: int) -> bool:
-        state = self.partitions.get((group_id, topic, partition))
-        log = cast(FetchableLog | None, self._logs.partition(topic, partition))
-        if state is None or log is None:
-            return False
-        upper = log.last_stable_offset if self.read_committed(group_id) else log.high_watermark
-        return state.next_fetch_offset() < upper
-
     # -- admin ---------------------------------------------------------------------------------
 
     def views(self, group_id: str) -> list[SharePartitionView]:
