@@ -307,13 +307,14 @@ class ShareCoordinator:
         if deadline is None:
             self.timers.cancel(key)
         elif self.timers.deadline(key) != deadline:
-            self.timers.schedule(key, deadline, lambda: self._expire_locks(group_id, topic, partition))
+            self.timers.schedule(key, deadline, lambda: self._expire_locks(group_id, topic, partition, deadline))
 
-    def _expire_locks(self, group_id: str, topic: str, partition: int) -> None:
+    def _expire_locks(self, group_id: str, topic: str, partition: int, deadline: int) -> None:
         state = self.partitions.get((group_id, topic, partition))
         if state is None:
             return
-        released = state.release_expired(self._clock.now_ms())
+        # The timer ran because `deadline` passed: the locks ending then end now, whatever the clock reads.
+        released = state.release_expired(max(self._clock.now_ms(), deadline))
         if released:
             _log.info("share group %s: %d acquisition locks on %s-%d expired", group_id, len(released), topic,
                       partition)

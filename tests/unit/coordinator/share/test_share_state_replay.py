@@ -84,3 +84,34 @@ def test_deleting_the_group_writes_tombstones(logs: LogManager) -> None:
     assert _record_types(logs)[-2:] == [None, None]
     again = _loaded(logs)
     assert not again.groups and again.views("g") == []
+
+
+def test_a_member_whose_session_ends_gives_its_records_back(logs: LogManager) -> None:
+    clock = FakeClock()
+    shares = ShareCoordinator(logs, clock, CONFIG)
+    shares.group_overrides = lambda _g: {"share.auto.offset.reset": "earliest"}
+    for _ in shares.load_steps():
+        pass
+    _join(shares)
+    shares.acquire("g", "m", "t", 0, 4, 1 << 20)
+    deadline = shares.session_deadline("g", "m")
+    assert deadline == clock.now + CONFIG.session_timeout_ms
+    clock.now += CONFIG.record_lock_duration_ms - 1
+    shares.timers.run_due(clock.now)
+    assert shares.share_partition("g", "t", 0).acquired_count() == 4  # type: ignore[union-attr]
+    clock.now = deadline
+    shares.timers.run_due(clock.now)  # the locks end first, then the session: nothing is left held
+    state = shares.share_partition("g", "t", 0)
+    assert state is not None and state.acquired_count() == 0 and list(state.available_offsets())[:4] == [0, 1, 2, 3]
+    assert shares.group("g") is not None and shares.group("g").state == "Empty"  # type: ignore[union-attr]
+
+
+def test_leaving_releases_without_waiting_for_the_locks(logs: LogManager) -> None:
+    shares = _loaded(logs)
+    _join(shares)
+    shares.acquire("g", "m", "t", 0, 4, 1 << 20)
+    left = shares.heartbeat(ShareHeartbeat("g", "m", -1, None, None, "c", "/h"))
+    assert left.error == ErrorCode.none
+    state = shares.share_partition("g", "t", 0)
+    assert state is not None and state.acquired_count() == 0
+    assert [state.records[o].delivery_count for o in range(4)] == [1, 1, 1, 1]
