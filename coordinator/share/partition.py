@@ -14,7 +14,7 @@ that end locks, and the writes to `__share_group_state`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -226,10 +226,10 @@ class SharePartition:
         """A member that closed its share session or left the group gives back what it holds."""
         return self._release_where(lambda e: e.member_id == member_id)
 
-    def _release_where(self, chosen: object) -> list[int]:
+    def _release_where(self, chosen: Callable[[InFlight], bool]) -> list[int]:
         released = []
         for offset, entry in self.records.items():
-            if entry.state == RecordState.ACQUIRED and chosen(entry):  # type: ignore[operator]
+            if entry.state == RecordState.ACQUIRED and chosen(entry):
                 self._release(entry)
                 released.append(offset)
         return released
