@@ -47,6 +47,10 @@ def group_ids_of(api_key: int, request: Any) -> tuple[str, ...]:
         return tuple(request.groups)
     if api_key == ApiKey.DELETE_GROUPS:
         return tuple(request.groups_names)
+    if api_key == ApiKey.SHARE_GROUP_DESCRIBE:
+        return tuple(request.group_ids)
+    if api_key == ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS:
+        return tuple(group.group_id for group in request.groups)
     return ()
 
 

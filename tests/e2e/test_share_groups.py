@@ -15,8 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import AcknowledgeType, Consumer, Message, Producer, ShareConsumer, TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+from confluent_kafka import AcknowledgeType, Consumer, KafkaException, Message, Producer, ShareConsumer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 from kio.index import load_request_schema
 from kio.schema.alter_share_group_offsets.v0.request import (
     AlterShareGroupOffsetsRequest,
@@ -46,6 +57,8 @@ from minikafka.protocol.codec import decode_response, encode_request
 from minikafka.protocol.errors import ErrorCode
 from minikafka.testing import Broker
 
+from tests.e2e.test_acls import SECURED
+from tests.e2e.test_acls import _config as acl_config
 from tests.support.wire import Wire
 
 LOCK_MS = 15_000
@@ -645,3 +658,44 @@ def test_share_sessions_renew_and_errors_on_the_wire(broker: Broker) -> None:
     left = _heartbeat(broker, group, "member-1", -1, None)
     assert (left.error_code, left.member_epoch) == (ErrorCode.none, -1)
     assert _share_describe(broker, group).group_state == "Empty"
+
+
+# --- authorization ---------------------------------------------------------------------------------------
+
+
+def _first_outcome(config: dict[str, Any], group: str, topic: str) -> str:
+    consumer = ShareConsumer({**config, "group.id": group})
+    consumer.subscribe([topic])
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline:
+            try:
+                messages = consumer.poll(0.5)
+            except KafkaException as exc:
+                return str(exc.args[0].name())
+            for message in messages:
+                return "OK" if message.error() is None else str(message.error().name())
+        return "TIMEOUT"
+    finally:
+        consumer.close()
+
+
+def test_a_share_group_needs_read_on_the_group() -> None:
+    with Broker(SECURED) as secured:
+        admin = AdminClient(acl_config(secured, "admin"))
+        topic, group = _name("secured"), _name("share")
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(DEADLINE_S)
+        entry = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
+        for future in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group,
+                                                                      incremental_configs=[entry])]).values():
+            future.result()
+        producer = Producer(acl_config(secured, "admin"))
+        producer.produce(topic, b"secret")
+        assert producer.flush(DEADLINE_S) == 0
+        alice = acl_config(secured, "alice")
+        assert _first_outcome(alice, group, topic) == "GROUP_AUTHORIZATION_FAILED"
+        for future in admin.create_acls([AclBinding(ResourceType.GROUP, group, ResourcePatternType.LITERAL,
+                                                    "User:alice", "*", AclOperation.READ,
+                                                    AclPermissionType.ALLOW)]).values():
+            future.result(DEADLINE_S)
+        assert _first_outcome(alice, group, topic) == "OK"
