@@ -40,7 +40,7 @@ from minikafka.broker.wire.quotas import ClientQuotas, Windows
 from minikafka.broker.wire.registry import Registry
 from minikafka.broker.wire.services import BrokerServices
 from minikafka.broker.wire.waiters import AppendWaiters
-from minikafka.broker.wiring import make_group_coordinator, make_transaction_coordinator
+from minikafka.broker.wiring import make_group_coordinator, make_share_coordinator, make_transaction_coordinator
 from minikafka.coordinator.client_metrics.manager import ClientMetricsManager
 from minikafka.coordinator.producer_ids import ProducerIdManager
 from minikafka.coordinator.timers import Timers
@@ -291,6 +291,7 @@ class BrokerServer:
             quotas=_client_quotas(config),
             transactions=make_transaction_coordinator(config, logs, producer_ids.allocate, self.clock, groups,
                                                       waiters),
+            shares=make_share_coordinator(config, logs, self.clock, waiters, dynamic_configs.group_layer),
             metrics=BrokerMetrics(), faults=FaultTable(), crash_points=CrashPoints(kills_process=self.owns_process),
         )
         self.services.sasl = SaslServer.from_config(config.properties, config.data_dir, self.clock.now_ms)
@@ -301,6 +302,7 @@ class BrokerServer:
         self.services.faults.resolve_topic = lambda topic_id: getattr(logs.topic_by_id(topic_id), "name", None)
         self._debugging_closers = install_debugging(self.services, config)
         self.services.groups.start()
+        self.services.shares.start()
         self._schedule_maintenance()
         self._maintenance.start()
         if config.admin_port is not None:
@@ -359,7 +361,7 @@ class BrokerServer:
         started = time.monotonic()
         if delay_s > 0:
             await asyncio.sleep(delay_s)
-        for coordinator in (self.services.groups, self.services.transactions):
+        for coordinator in (self.services.groups, self.services.transactions, self.services.shares):
             slice_end = time.monotonic() + _LOAD_SLICE_S
             try:
                 for _step in coordinator.load_steps():
@@ -701,6 +703,7 @@ class BrokerServer:
                 await self._coordinator_load
         if self.services is not None:
             await self.services.groups.close()
+            await self.services.shares.close()
             self.services.logs.close(clean=True)
         for close in self._debugging_closers:
             close()

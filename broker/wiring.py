@@ -12,6 +12,7 @@ import structlog
 from minikafka.broker.config.config import BROKER_CONFIGS, BrokerConfig
 from minikafka.broker.wire.waiters import AppendWaiters
 from minikafka.coordinator.group import GroupConfig, GroupCoordinator
+from minikafka.coordinator.share.coordinator import ShareConfig, ShareCoordinator
 from minikafka.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
 
 _log = structlog.get_logger("minikafka.transactions")
@@ -97,3 +98,26 @@ def make_transaction_coordinator(config: BrokerConfig, logs: Any, allocate_produ
         # on shutdown before the logs are closed.
         timers=groups.timers,
     )
+
+
+def share_config(config: BrokerConfig) -> ShareConfig:
+    return ShareConfig(
+        session_timeout_ms=_int(config, "group.share.session.timeout.ms"),
+        heartbeat_interval_ms=_int(config, "group.share.heartbeat.interval.ms"),
+        record_lock_duration_ms=_int(config, "group.share.record.lock.duration.ms"),
+        delivery_count_limit=_int(config, "group.share.delivery.count.limit"),
+        partition_max_record_locks=_int(config, "group.share.partition.max.record.locks"),
+        max_size=_int(config, "group.share.max.size"),
+        state_topic_num_partitions=_int(config, "share.coordinator.state.topic.num.partitions"),
+        snapshot_update_records=_int(config, "share.coordinator.snapshot.update.records.per.snapshot"),
+    )
+
+
+def make_share_coordinator(config: BrokerConfig, logs: Any, clock: Any, waiters: AppendWaiters,
+                           group_configs: Callable[[str], Any]) -> ShareCoordinator:
+    """Build the share coordinator; the server replays `__share_group_state` (`load_steps`) with the
+    other coordinators. Records released back to a share-partition wake the share fetches parked on it."""
+    shares = ShareCoordinator(logs, clock, share_config(config))
+    shares.notify = waiters.notify
+    shares.group_overrides = group_configs
+    return shares

@@ -113,4 +113,24 @@ class InvalidClientMetricsConfig(KafkaError):
     """A client metrics subscription config Kafka's ClientMetricsConfigs.validate refuses with
     InvalidRequestException; its ConfigException and InvalidConfigurationException are INVALID_CONFIG."""
 
+
+class ShareError(KafkaError):
+    """The share-partition layer (coordinator/share) refuses an acknowledgement or a share session."""
+
+
+class InvalidRecordState(ShareError):
+    """An acknowledgement of an offset the member does not hold (Kafka's InvalidRecordStateException)."""
+
+    error_code = ErrorCode.invalid_record_state
+
+
+class ShareSessionNotFound(ShareError):
+    error_code = ErrorCode.share_session_not_found
+
+
+class InvalidShareSessionEpoch(ShareError):
+    error_code = ErrorCode.invalid_share_session_epoch
+
+
+class InvalidShareRequest(ShareError):
     error_code = ErrorCode.invalid_request

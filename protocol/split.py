@@ -26,8 +26,10 @@ _PARTITION_KEYS = ("partition_index", "partition", "index", "partition_id")
 # A topic id (Fetch v13+) counts as the topic it names now: resolved through the caller's resolver.
 _TOPIC_KEYS = ("name", "topic", "topic_id")
 # APIs whose topic lists are not what the request acts on (a consumer group member's owned or
-# assigned partitions): a topic rule never splits them.
-_NOT_TOPIC_ADDRESSED = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE})
+# assigned partitions, or a share fetch whose share session spans more than the request names, so that
+# half of it cannot be answered apart): a topic rule never splits them.
+_NOT_TOPIC_ADDRESSED = frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE,
+                                  ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE})
 
 
 # --- what a request names ------------------------------------------------------------------------
@@ -45,6 +47,10 @@ def group_ids_of(api_key: int, request: Any) -> tuple[str, ...]:
         return tuple(request.groups)
     if api_key == ApiKey.DELETE_GROUPS:
         return tuple(request.groups_names)
+    if api_key == ApiKey.SHARE_GROUP_DESCRIBE:
+        return tuple(request.group_ids)
+    if api_key == ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS:
+        return tuple(group.group_id for group in request.groups)
     return ()
 
 

@@ -4,6 +4,7 @@ over the wire protocol, so it works against minikafka and Apache Kafka alike.
 Actions, options, tables and messages follow ConsumerGroupCommand and GroupOffsetsResetter: --list,
 --describe (offsets, --members, --state), --reset-offsets, --delete and --delete-offsets, for classic
 consumer groups (DescribeGroups, OffsetFetch, ListOffsets, OffsetCommit, DeleteGroups, OffsetDelete).
+A share group (KIP-932) is described as kafka-share-groups.sh describes it (tools/share_groups.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from minikafka.protocol.errors import ErrorCode
 from minikafka.protocol.primitives import Reader
 from minikafka.tools.admin_client import COORDINATOR_KEY_GROUP, AdminClient, AdminError, Node, check, error_name
 from minikafka.tools.cli import OneLineArgumentParser
+from minikafka.tools.share_groups import describe_share_group, print_members, print_offsets, print_state
 
 MISSING = "-"
 LATEST = -1
@@ -281,6 +283,15 @@ def _group_ids(client: AdminClient, args: argparse.Namespace) -> list[str]:
 def describe_action(client: AdminClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> None:
     missing = False
     for group_id in sorted(_group_ids(client, args)):
+        shared = describe_share_group(client, group_id)
+        if shared is not None:
+            if args.members:
+                print_members(shared, args.verbose, out, err)
+            elif args.state is not None:
+                print_state(shared, args.verbose, out, err)
+            else:
+                print_offsets(client, shared, args.verbose, out)
+            continue
         group = describe_group(client, group_id)
         missing = missing or group.state == "Dead"
         if args.members:

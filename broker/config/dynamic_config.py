@@ -19,8 +19,9 @@ configs dynamically: Set(...)"); keys it does not know (Kafka's thread pools, nu
 stored and described, as Kafka stores custom keys, and have no effect here.
 
 Group resources: Kafka's GroupConfig keys, validated against the broker's group.consumer.* and
-group.share.* bounds as GroupConfig.validate does. They are stored and described; they only govern
-KIP-848 consumer and share groups, which minikafka does not implement yet, so nothing reads them.
+group.share.* bounds as GroupConfig.validate does. They are stored and described; the consumer.* keys
+govern KIP-848 consumer groups and the share.* keys share groups (coordinator/share: auto offset reset,
+isolation level, lock duration, session timeout, heartbeat interval).
 """
 
 from __future__ import annotations
@@ -112,6 +113,9 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in (
                    broker_default="group.consumer.session.timeout.ms", minimum=1),
     GroupConfigDef("share.auto.offset.reset", "string", "latest",
                    "The strategy to initialize the share-partition start offset.", allowed=("latest", "earliest")),
+    GroupConfigDef("share.isolation.level", "string", "read_uncommitted",
+                   "Controls how to read records written transactionally.",
+                   allowed=("read_committed", "read_uncommitted")),
     GroupConfigDef("share.heartbeat.interval.ms", "int", "5000",
                    "The heartbeat interval given to the members of a share group.",
                    broker_default="group.share.heartbeat.interval.ms", minimum=1),

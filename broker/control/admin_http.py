@@ -7,7 +7,7 @@
     GET    /faults/{id}     {"fault": rule}, or 404
     DELETE /faults/{id}     {"removed": 1}, or 404
     GET    /state           topics, partitions, producers, transactions and groups, classic and KIP-848
-                            consumer groups, and the client instances pushing telemetry (KIP-714) with
+                            consumer groups, share groups, and the client instances pushing telemetry (KIP-714) with
                             their metrics and the broker's view of their connections (state_snapshot below)
     GET    /state/wait?topic=T&partition=P&lso=N&timeout_ms=MS
                             200 {"partition": ...} once P's last stable offset is >= N; 408 with the
@@ -210,10 +210,33 @@ def state_snapshot(services: BrokerServices) -> dict[str, Any]:
             groups.setdefault(group_id, {"committed": {}, "lag": {}}).update(
                 _consumer_group_state(coordinator, consumer_group))
     snapshot = {"topics": topics, "transactions": _transactions_state(services), "groups": groups,
-                "clients": clients_state(services)}
+                "clients": clients_state(services), "share_groups": share_groups_state(services)}
     if services.schema_registry is not None:
         snapshot["schema_registry"] = services.schema_registry.snapshot()
     return snapshot
+
+
+def share_groups_state(services: BrokerServices) -> dict[str, Any]:
+    """Share groups (KIP-932): epochs, members with their assignment and session deadline (broker clock),
+    and each share-partition's start offset, records in flight and under lock, and lag."""
+    shares = services.shares
+    out: dict[str, Any] = {}
+    for group_id, group in sorted(shares.groups.items()):
+        partitions: dict[str, dict[str, Any]] = {}
+        for view in shares.views(group_id):
+            partitions.setdefault(view.topic, {})[str(view.partition)] = {
+                "start_offset": view.start_offset, "end_offset": view.end_offset, "in_flight": view.in_flight,
+                "acquired": view.acquired, "lag": view.lag}
+        out[group_id] = {
+            "state": group.state, "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
+            "members": [{"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+                         "member_epoch": m.member_epoch, "subscribed_topics": list(m.subscribed_topic_names),
+                         "assigned": {t: sorted(p) for t, p in sorted(m.assigned.items())},
+                         "session_deadline_ms": shares.session_deadline(group_id, m.member_id)}
+                        for m in group.members.values()],
+            "partitions": partitions,
+        }
+    return out
 
 
 def _classic_group_state(coordinator: GroupCoordinator, logs: Any, described: GroupDescription) -> dict[str, Any]:

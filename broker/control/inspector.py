@@ -1,7 +1,7 @@
 """The web inspector served by the admin listener: one HTML page, its script and its style sheet.
 
-The page polls GET /state every second (topics and partitions, producers and transactions, groups, and
-the client instances pushing telemetry with the broker's view of their connections)
+The page polls GET /state every second (topics and partitions, producers and transactions, groups,
+share groups, and the client instances pushing telemetry with the broker's view of their connections)
 and shows the flight recorder's exchanges live from GET /trace/stream (server-sent events), falling
 back to polling GET /trace where no stream is served. Plain HTML and one small script, kept here as
 strings so they ship inside the wheel with no package-data setup and no front-end build chain.
@@ -89,6 +89,15 @@ INSPECTOR_HTML = """<!doctype html>
   <table>
     <thead><tr><th>Client instance</th><th>Client id, software</th><th>Subscription</th>
       <th>Its own metrics (last push)</th><th>What the broker saw (connections: requests, latency)</th></tr></thead>
+    <tbody></tbody>
+  </table>
+</section>
+<section id="share-groups">
+  <h2>Share groups <span class="count" id="share-groups-count"></span></h2>
+  <table>
+    <thead><tr><th>Group</th><th>State</th><th class="num">Epoch</th>
+      <th>Members (client id, host: assignment)</th>
+      <th>Share-partitions (start offset, in flight, locked, lag)</th><th class="num">Total lag</th></tr></thead>
     <tbody></tbody>
   </table>
 </section>
@@ -408,6 +417,34 @@ INSPECTOR_JS = r"""
       "subscription).");
   }
 
+  function renderShareGroups(groups) {
+    const rows = [];
+    for (const [id, g] of Object.entries(groups)) {
+      const members = g.members.map((m) => {
+        const parts = Object.entries(m.assigned).map(([topic, ps]) => topic + " " + ps.join(","));
+        return (m.client_id || "?") + " " + (m.client_host || "") + ": " + (parts.join("; ") || "nothing");
+      });
+      let totalLag = 0;
+      const partitions = [];
+      for (const [topic, byIndex] of Object.entries(g.partitions)) {
+        for (const [index, p] of Object.entries(byIndex)) {
+          const li = el("span", partitionName(topic, index) + ": start " + p.start_offset + ", in flight " +
+                        p.in_flight + ", locked " + p.acquired);
+          li.append(el("span", " (lag " + p.lag + ")", p.lag > 0 ? "lagging" : null));
+          totalLag += p.lag;
+          partitions.push(li);
+        }
+      }
+      const tr = el("tr");
+      tr.dataset.group = id;
+      tr.append(cell(id), cell(stateLabel(g.state)), cell(g.group_epoch, "num"), cell(list(members)),
+                cell(list(partitions)), cell(totalLag, "num"));
+      rows.push(tr);
+    }
+    byId("share-groups-count").textContent = "(" + rows.length + ")";
+    fill("share-groups", rows, 6, "No share groups.");
+  }
+
   function setStatus(id, text, bad) {
     const node = byId(id);
     node.textContent = text;
@@ -430,6 +467,7 @@ INSPECTOR_JS = r"""
       renderGroups(state.groups || {});
       renderSchemaRegistry(state.schema_registry);
       renderClients(state.clients || {});
+      renderShareGroups(state.share_groups || {});
       setStatus("state-status", "state at " + new Date().toISOString().slice(11, 19) + " UTC", false);
     } catch (error) {
       setStatus("state-status", "GET /state failed: " + error.message, true);

@@ -3,8 +3,8 @@
 Behavior (Kafka 4.1's GroupMetadataManager.consumerGroupDescribe): per group its state (Empty,
 Assigning, Reconciling, Stable), group epoch, assignment epoch, assignor, and each member's epoch,
 subscription, current assignment and target assignment (topics by id and name). An unknown group is
-GROUP_ID_NOT_FOUND "Group X not found."; a classic group is GROUP_ID_NOT_FOUND "Group X is not a
-consumer group.". authorized_operations: every group operation when asked (no authorizer).
+GROUP_ID_NOT_FOUND "Group X not found."; a classic or share group is GROUP_ID_NOT_FOUND "Group X is not
+a consumer group.". authorized_operations: every group operation when asked (no authorizer).
 Version notes: v1 (Kafka 4.0) adds member_type: 1 for a consumer-protocol member, 0 for a classic
 member of the group (one that joined with JoinGroup, or came from an upgraded classic group).
 """
@@ -84,7 +84,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             described.append(_error(group_id, error, None))
         elif group is not None:
             described.append(_describe(ctx, group, request.include_authorized_operations))
-        elif group_id in groups.groups:
+        elif group_id in groups.groups or ctx.services.shares.is_share_group(group_id):
             described.append(_error(group_id, ErrorCode.group_id_not_found,
                                     f"Group {group_id} is not a consumer group"))
         else:

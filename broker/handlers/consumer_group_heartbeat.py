@@ -7,7 +7,8 @@ and, when it changed or the member's view differs, the assignment by topic id. E
 INVALID_REQUEST (with Kafka's message), UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, GROUP_ID_NOT_FOUND
 (a non-empty classic group that may not be upgraded: group.consumer.migration.policy, protocol type;
 otherwise the classic group becomes a consumer group, coordinator/group/migration.py),
-NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS.
+NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS; a share group's id is GROUP_ID_NOT_FOUND "Group X is not
+a consumer group.".
 Version notes: v1 (Kafka 4.0, KIP-1082) makes the client generate the member id; v0 let the
 coordinator generate it, and a v0 join without one gets a fresh id here too.
 """
@@ -49,6 +50,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error = ErrorCode.coordinator_load_in_progress
     if error is not None:
         return build(response_of(request), throttle_time=0, error_code=error, member_epoch=-1,
+                     heartbeat_interval=0)
+    if ctx.services.shares.is_share_group(request.group_id):
+        return build(response_of(request), throttle_time=0, error_code=ErrorCode.group_id_not_found,
+                     error_message=f"Group {request.group_id} is not a consumer group.", member_epoch=-1,
                      heartbeat_interval=0)
     member_id = request.member_id
     if request.__version__ == 0 and not member_id and request.member_epoch == 0:

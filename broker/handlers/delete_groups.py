@@ -2,7 +2,8 @@
 
 Behavior: an Empty group is deleted with its offsets (tombstones for every committed offset and
 for the group metadata); a group with members is NON_EMPTY_GROUP; an unknown group is
-GROUP_ID_NOT_FOUND; an empty id is INVALID_GROUP_ID.
+GROUP_ID_NOT_FOUND; an empty id is INVALID_GROUP_ID. A share group (KIP-932) is deleted when it has no
+members, with its share-partition states (tombstones in `__share_group_state`), as Kafka 4.2 does.
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _delete(ctx: RequestContext, group_id: str) -> ErrorCode:
     try:
-        coordinator(ctx).delete_group(group_id)
+        if group_id and ctx.services.shares.is_share_group(group_id):
+            ctx.services.shares.delete_group(group_id)
+        else:
+            coordinator(ctx).delete_group(group_id)
     except GroupError as exc:
         return error_code_for(exc, ctx)
     return ErrorCode.none

@@ -7,6 +7,7 @@ Behavior:
   and gets its partitions from the server-side assignor through SyncGroup (coordinator/group/migration.py).
 - v4+: a member with an empty member id gets MEMBER_ID_REQUIRED and its new id (KIP-394).
 - Session timeout outside group.min/max.session.timeout.ms is INVALID_SESSION_TIMEOUT.
+- A share group's id is GROUP_ID_NOT_FOUND (Kafka: "Group X is not a classic group.").
 Version notes: v0 has no rebalance timeout (the session timeout is used); v5 adds
 group.instance.id (static membership); v7 returns protocol_type; v9 adds skip_assignment for a
 static leader that rejoins without a rebalance.
@@ -23,6 +24,7 @@ from minikafka.broker.wire.errors import member_code
 from minikafka.coordinator.group import JoinGroupRequest
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build, ms
+from minikafka.protocol.errors import ErrorCode
 
 API_KEY = ApiKey.JOIN_GROUP
 VERSIONS = VersionRange(0, 9)
@@ -31,6 +33,9 @@ VERSIONS = VersionRange(0, 9)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = request.__version__
     error = ownership_error(ctx, request.group_id)
+    if error is None and ctx.services.shares.is_share_group(request.group_id):
+        # Kafka's getOrMaybeCreateClassicGroup: "Group X is not a classic group."
+        error = ErrorCode.group_id_not_found
     if error is not None:
         return build(response_of(request), error_code=error, generation_id=-1, member_id=request.member_id)
     session = ms(request.session_timeout)

@@ -4,7 +4,8 @@ Behavior: every live group (not Dead) with its protocol type; v4's states_filter
 in the given states (case-insensitive, trimmed; empty = all). v5's types_filter keeps the groups of
 the given types, matched case-insensitively as Kafka 4's GroupType.parse does (an unknown name
 matches nothing). KIP-848 consumer groups are listed with type "consumer", protocol type "consumer"
-and their consumer-group state (Empty, Assigning, Reconciling, Stable).
+and their consumer-group state (Empty, Assigning, Reconciling, Stable); share groups (KIP-932) with
+type "share", protocol type "share" and state Empty or Stable.
 Version notes: v4 adds group_state to the answer; v5 adds types_filter and group_type (KIP-848).
 """
 
@@ -24,6 +25,7 @@ VERSIONS = VersionRange(0, 5)
 
 CLASSIC_GROUP_TYPE = "classic"
 CONSUMER_GROUP_TYPE = "consumer"
+SHARE_GROUP_TYPE = "share"
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -42,4 +44,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if not wanted or state.lower() in wanted:
                 groups.append({"group_id": group.group_id, "protocol_type": CONSUMER_GROUP_TYPE,
                                "group_state": state, "group_type": CONSUMER_GROUP_TYPE})
+    if not types or SHARE_GROUP_TYPE in types:
+        groups += _share_groups(ctx, {s.lower().strip() for s in states})
     return build(response_of(request), throttle_time=0, error_code=ErrorCode.none, groups=groups)
+
+
+def _share_groups(ctx: RequestContext, wanted: set[str]) -> list[dict[str, Any]]:
+    return [{"group_id": group.group_id, "protocol_type": SHARE_GROUP_TYPE, "group_state": group.state,
+             "group_type": SHARE_GROUP_TYPE}
+            for group in ctx.services.shares.groups.values() if not wanted or group.state.lower() in wanted]

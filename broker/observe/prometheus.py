@@ -24,6 +24,12 @@ Confluent's) make of its MBean, so dashboards written for Kafka find it; the res
     kafka_log_log_numlogsegments{topic,partition}                    NumLogSegments
     kafka_log_log_size{topic,partition}                              Size (bytes)
     kafka_server_group_coordinator_metrics_classic_group_count{state}  classic-group-count, every state
+    kafka_server_group_coordinator_metrics_share_group_count{state}    share-group-count (Empty, Stable)
+    minikafka_share_group_members{group}                 members of each share group
+    minikafka_share_partition_start_offset{group,topic,partition}    the share-partition start offset
+    minikafka_share_partition_in_flight_records{...}, minikafka_share_partition_acquired_records{...},
+    minikafka_share_partition_lag{...}: offsets in flight, held under an acquisition lock, and not yet
+        delivered completely up to the high watermark
     minikafka_request_bytes_total{request}, minikafka_response_bytes_total{request}: the same bytes per API
     minikafka_partition_high_watermark{topic,partition}, minikafka_partition_last_stable_offset{...}
     minikafka_transactions{state}                       transactional ids by state (Ongoing, PrepareCommit, ...)
@@ -94,6 +100,7 @@ class BrokerCollector:
         yield from self._requests()
         yield from self._connections()
         yield from self._groups()
+        yield from self._share_groups()
         yield from self._transactions()
         yield from self._bad_input()
         yield from self._schema_registry()
@@ -153,6 +160,36 @@ class BrokerCollector:
         for state, count in counts.items():
             family.add_metric([state], count)
         yield family
+
+    def _share_groups(self) -> Iterator[Metric]:
+        shares = self.services.shares
+        counts = {"Empty": 0, "Stable": 0}
+        members = GaugeMetricFamily("minikafka_share_group_members", "Members of each share group.",
+                                    labels=["group"])
+        labels = ["group", "topic", "partition"]
+        start = GaugeMetricFamily("minikafka_share_partition_start_offset", "Share-partition start offset.",
+                                  labels=labels)
+        in_flight = GaugeMetricFamily("minikafka_share_partition_in_flight_records",
+                                      "Offsets from the share-partition start offset up to the last acquired.",
+                                      labels=labels)
+        acquired = GaugeMetricFamily("minikafka_share_partition_acquired_records",
+                                     "Records held under an acquisition lock.", labels=labels)
+        lag = GaugeMetricFamily("minikafka_share_partition_lag",
+                                "Records up to the high watermark whose delivery is not complete.", labels=labels)
+        for group_id, group in sorted(shares.groups.items()):
+            counts[group.state] += 1
+            members.add_metric([group_id], len(group.members))
+            for view in shares.views(group_id):
+                where = [group_id, view.topic, str(view.partition)]
+                start.add_metric(where, view.start_offset)
+                in_flight.add_metric(where, view.in_flight)
+                acquired.add_metric(where, view.acquired)
+                lag.add_metric(where, view.lag)
+        family = GaugeMetricFamily("kafka_server_group_coordinator_metrics_share_group_count",
+                                   "Share groups by state.", labels=["state"])
+        for state, count in counts.items():
+            family.add_metric([state], count)
+        yield from (family, members, start, in_flight, acquired, lag)
 
     def _transactions(self) -> Iterator[Metric]:
         now_ms = self.services.clock.now_ms()

@@ -23,6 +23,9 @@ this broker really implements:
   clusters from 4.1). Metadata answers carry the ELR fields, empty: replicas hold no copies of their
   own here, so none is ever out of sync while online.
 - `kraft.version`: 0-1 supported (4.0+), not finalized (a static quorum is level 0).
+- `share.version`: 1 means KIP-932 share groups, production-ready from Kafka 4.2 (earlier releases had
+  them in preview, off unless enabled); finalized at 1 from the 4.2 profile on, only if this node
+  serves ShareGroupHeartbeat.
 Features whose supported maximum is 0 are left out (nothing to negotiate). Before ApiVersions v4,
 features whose minimum is 0 are left out of SupportedFeatures, as Kafka does (KAFKA-17011: older
 clients reject a minimum of 0).

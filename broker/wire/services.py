@@ -22,6 +22,7 @@ from minikafka.broker.wire.waiters import AppendWaiters
 from minikafka.coordinator.client_metrics.manager import ClientMetricsManager
 from minikafka.coordinator.group import GroupCoordinator
 from minikafka.coordinator.producer_ids import ProducerIdManager
+from minikafka.coordinator.share.coordinator import ShareCoordinator
 from minikafka.coordinator.transaction.coordinator import TransactionCoordinator
 from minikafka.storage.clock import Clock
 from minikafka.storage.manager import LogManager, TopicMeta
@@ -42,6 +43,8 @@ class BrokerServices:
     groups: GroupCoordinator
     producer_ids: ProducerIdManager
     transactions: TransactionCoordinator
+    # Share groups (KIP-932) and their share-partitions.
+    shares: ShareCoordinator
     # Dynamic broker and group configs (IncrementalAlterConfigs/AlterConfigs), kept in the data dir.
     dynamic_configs: DynamicConfigStore
     # Client metrics subscriptions and the client instances pushing telemetry (KIP-714).

@@ -279,7 +279,8 @@ def test_group_configs_with_confluent(broker: Broker) -> None:
     assert {key: (entry.value, entry.source) for key, entry in before.items()} == {
         "consumer.heartbeat.interval.ms": ("5000", DEFAULT), "consumer.session.timeout.ms": ("45000", DEFAULT),
         "share.auto.offset.reset": ("latest", DEFAULT), "share.heartbeat.interval.ms": ("5000", DEFAULT),
-        "share.record.lock.duration.ms": ("30000", DEFAULT), "share.session.timeout.ms": ("45000", DEFAULT)}
+        "share.record.lock.duration.ms": ("30000", DEFAULT), "share.session.timeout.ms": ("45000", DEFAULT),
+        "share.isolation.level": ("read_uncommitted", DEFAULT)}
 
     _alter(admin, _set(ResourceType.GROUP, group, **{"consumer.session.timeout.ms": "50000",
                                                      "consumer.heartbeat.interval.ms": "6000"}))

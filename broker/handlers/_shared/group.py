@@ -26,3 +26,9 @@ def client_host(ctx: RequestContext) -> str:
     """Kafka reports the client's address as InetAddress.toString(): "/127.0.0.1"."""
     host = ctx.peer.rsplit(":", 1)[0] if ":" in ctx.peer else ctx.peer
     return "/" + host.strip("[]")
+
+
+def other_group_type(ctx: RequestContext, group_id: str) -> bool:
+    """A classic or KIP-848 consumer group: the share group APIs refuse it as "not a share group"."""
+    groups = coordinator(ctx)
+    return group_id in groups.groups or groups.consumer_group(group_id) is not None

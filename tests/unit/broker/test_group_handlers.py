@@ -14,6 +14,7 @@ from minikafka.broker.wire.cluster import ClusterView, Node
 from minikafka.broker.wire.context import RequestContext
 from minikafka.broker.wiring import make_group_coordinator
 from minikafka.coordinator.group import OffsetCommit
+from minikafka.coordinator.share.coordinator import ShareCoordinator
 from minikafka.protocol.build import build
 from minikafka.protocol.codec import encode_response
 from minikafka.protocol.errors import ErrorCode as E
@@ -31,6 +32,7 @@ class Services:
     cluster: Any
     logs: Any
     groups: Any = None
+    shares: Any = None
 
 
 @pytest.fixture
@@ -39,6 +41,7 @@ def services() -> Services:
     logs.create_topic("t", 4)
     s = Services(BrokerConfig(), clock, ClusterView("c", [NODE]), logs)
     s.groups = make_group_coordinator(s.config, logs, clock)
+    s.shares = ShareCoordinator(logs, clock)  # the group handlers refuse share group ids
     return s
 
 
