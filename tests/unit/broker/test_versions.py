@@ -119,7 +119,9 @@ def test_the_4_2_rows_are_its_broker_s() -> None:
     changed = {key: (older[key], theirs) for key, theirs in KAFKA_API_VERSIONS["4.2"].items()
                if key in older and older[key] != theirs}
     assert changed == {ApiKey.LIST_OFFSETS: ((1, 10), (1, 11)), ApiKey.OFFSET_COMMIT: ((2, 9), (2, 10)),
-                       ApiKey.OFFSET_FETCH: ((1, 9), (1, 10)), ApiKey.WRITE_TXN_MARKERS: ((1, 1), (1, 2))}
+                       ApiKey.OFFSET_FETCH: ((1, 9), (1, 10)), ApiKey.WRITE_TXN_MARKERS: ((1, 1), (1, 2)),
+                       ApiKey.SHARE_FETCH: ((1, 1), (1, 2)), ApiKey.SHARE_ACKNOWLEDGE: ((1, 1), (1, 2)),
+                       ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: ((0, 0), (0, 1))}
     assert {key: KAFKA_API_VERSIONS["4.2"][key] for key in (76, 77, 78, 79, 90, 91, 92)} == {
         76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2), 90: (0, 1), 91: (0, 0), 92: (0, 0)}, "KIP-932 as 4.2 ships it"
     assert limit(ApiKey.ALTER_PARTITION_REASSIGNMENTS, VersionRange(0, 1), "4.0") == VersionRange(0, 0)
