@@ -39,9 +39,7 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
@@ -656,6 +654,8 @@ class Broker:
         url = self.admin_url
         if url is None:
             raise BrokerError("the broker is not running")
+        import urllib.request  # in-process brokers never pay for the HTTP client's imports (~10 ms)
+
         with urllib.request.urlopen(url + "/metrics", timeout=self.timeout) as response:
             return response.read().decode()  # type: ignore[no-any-return]
 
@@ -711,6 +711,9 @@ class Broker:
         if url is None:
             raise BrokerError("the broker is not running, or runs without its admin listener")
         data = json.dumps(body).encode() if body is not None else None
+        import urllib.error
+        import urllib.request
+
         request = urllib.request.Request(url + path, data=data, method=method,
                                          headers={"Content-Type": "application/json"})
         try:
