@@ -61,6 +61,7 @@ MODES: tuple[Mode, ...] = ("inprocess", "process")
 HOST = "127.0.0.1"
 _READY_POLL_S = 0.01
 _FIRST_READY_POLL_S = 0.0005
+_FORKED_READY_POLL_S = 0.002
 # After a kill the broker's remaining tasks are cancelled so their memory is freed; they cannot touch
 # the disk any more (the logs are closed), so this bound only limits how long kill() may take.
 _DRAIN_AFTER_CRASH_S = 5.0
@@ -320,7 +321,7 @@ class _SubprocessBroker:
             time.sleep(poll_s)
             # A forked broker is ready within milliseconds, a spawned one after its imports: look often at
             # first, then back off so a slow start does not spin on a shared machine.
-            poll_s = min(poll_s * 2, _READY_POLL_S)
+            poll_s = min(poll_s * 2, _FORKED_READY_POLL_S if self.fork else _READY_POLL_S)
         self.kill(timeout)
         raise BrokerError(f"broker not ready after {timeout}s:\n{_log_tail(self.log_path)}")
 

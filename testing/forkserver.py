@@ -72,11 +72,17 @@ class ForkServer:
         assert self._process.stdin is not None and self._process.stdout is not None
         self._requests: IO[bytes] = self._process.stdin
         self._answers: IO[bytes] = self._process.stdout
+        self._ready = False  # its imports may still run: the first request waits for its ready line
+
+    def _wait_ready(self) -> None:
+        if self._ready:
+            return
         ready = self._answers.readline()
         if json.loads(ready or b"{}").get("ready") is not True:
             self._process.kill()
             self._process.wait()
             raise ForkServerError(f"the fork server did not start (exit code {self._process.poll()})")
+        self._ready = True
 
     @property
     def usable(self) -> bool:
@@ -85,6 +91,7 @@ class ForkServer:
 
     def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
+            self._wait_ready()
             try:
                 self._requests.write(json.dumps(request).encode() + b"\n")
                 self._requests.flush()
@@ -180,7 +187,9 @@ _server_lock = threading.Lock()
 
 
 def shared_server() -> ForkServer:
-    """This process's fork server, started on first use (that start pays the broker's imports once)."""
+    """This process's fork server, started on first use (that start pays the broker's imports once; call it
+    early, as the pytest plugin does in process mode, and the imports overlap with other work: it returns
+    before the server is ready)."""
     global _server
     with _server_lock:
         if _server is None or not _server.usable:

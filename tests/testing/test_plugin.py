@@ -211,3 +211,27 @@ def test_runs_after_and_sees_none(minikafka_session):
 ''')
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", timeout=240)
     result.assert_outcomes(passed=2)
+
+
+def test_process_mode_starts_the_fork_server_with_the_session_and_forks_from_it(pytester: pytest.Pytester) -> None:
+    from minikafka.testing.forkserver import supported
+
+    if not supported():
+        pytest.skip("the fork server needs Linux")
+    pytester.makepyfile(test_forked="""
+from pathlib import Path
+
+from minikafka.testing import forkserver
+
+
+def test_server_started_before_any_fixture():
+    assert forkserver._server is not None
+
+
+def test_own_broker_is_a_child_of_the_server(minikafka):
+    stat = Path(f"/proc/{minikafka.pid}/stat").read_text()
+    assert int(stat.rsplit(")", 1)[1].split()[1]) == forkserver._server._process.pid
+""")
+    pytester.makeini("[pytest]\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--minikafka-mode=process", timeout=240)
+    result.assert_outcomes(passed=2)
