@@ -235,14 +235,21 @@ def _preload() -> None:
 
 
 def _rehearse() -> None:
-    """Build once what every start builds the same way and caches: the command line's parser and the
-    handler registry's version ranges (pure computations, nothing of a broker run)."""
+    """Build once what every start builds the same way and caches: the command line's parser, the handler
+    registry's version ranges, the configuration's regular expressions, the host name codec binding uses
+    (pure computations, nothing of a broker run: no file, socket, loop or thread)."""
+    import tempfile
+    from pathlib import Path
+
     from minikafka.broker.__main__ import _parser
+    from minikafka.broker.config.config import build_config
     from minikafka.broker.handlers import all_handler_modules
     from minikafka.broker.wire.registry import Registry
 
     _parser()
     Registry(all_handler_modules())
+    build_config(overrides=[], host="127.0.0.1", port=0, data_dir=Path(tempfile.gettempdir()) / "never-created")
+    "127.0.0.1".encode("idna")
 
 
 def _codecs_to_prepare() -> list[tuple[int, int]]:
