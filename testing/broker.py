@@ -299,8 +299,10 @@ class _SubprocessBroker:
         if self.fork:
             from minikafka.testing.forkserver import shared_server
 
-            self.log_path.touch()  # read for the ready line before the child has opened it
-            return shared_server().spawn(self.args[3:], str(self.log_path))
+            server = shared_server()
+            if server.forks_as_spawned():
+                self.log_path.touch()  # read for the ready line before the child has opened it
+                return server.spawn(self.args[3:], str(self.log_path))
         with open(self.log_path, "ab") as log_file:
             process = subprocess.Popen(self.args, stdout=log_file, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL)

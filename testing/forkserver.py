@@ -37,6 +37,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from typing import IO, Any
 
 # `MINIKAFKA_FORK_SERVER=0` (or false/no/off) makes process-mode brokers spawn `minikafka serve` again.
@@ -60,12 +61,19 @@ class ForkServerError(RuntimeError):
 # --- the caller's side ------------------------------------------------------------------------------
 
 
+def _interpreter_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables a process's environment acts through before `main` runs (the interpreter's and the
+    dynamic loader's): a child forked from a server started under other values would not honour them."""
+    return {key: value for key, value in environ.items() if key.startswith(("PYTHON", "LD_"))}
+
+
 class ForkServer:
     """The caller's handle on one fork server process; requests are serialised by a lock."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._owner_pid = os.getpid()
+        self._started_under = _interpreter_environment(os.environ)
         self._process = subprocess.Popen(
             [sys.executable, "-m", "minikafka.testing.forkserver"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=None, close_fds=True)
@@ -83,6 +91,12 @@ class ForkServer:
             self._process.wait()
             raise ForkServerError(f"the fork server did not start (exit code {self._process.poll()})")
         self._ready = True
+
+    def forks_as_spawned(self) -> bool:
+        """Whether a child forked now is what a spawned interpreter would be: the variables that act on the
+        interpreter (PYTHONPATH, PYTHONMALLOC, LD_PRELOAD, ...) are still those the server started under.
+        When a test changed them, the kit spawns that broker instead."""
+        return _interpreter_environment(os.environ) == self._started_under
 
     @property
     def usable(self) -> bool:

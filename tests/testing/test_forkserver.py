@@ -129,3 +129,14 @@ def test_the_server_and_its_children_end_with_the_test_process() -> None:
         caller.wait()
     _wait_until(lambda: _gone(server), "the fork server exits")
     _wait_until(lambda: _gone(broker), "its broker dies")
+
+
+def test_a_changed_interpreter_environment_is_honoured_by_spawning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PYTHONPATH, PYTHONMALLOC, LD_PRELOAD... act before `main` runs, so a forked child could not honour a
+    change of them since the server started: that broker is spawned."""
+    with Broker(mode="process") as before:
+        assert _parent_pid(before.pid) != os.getpid()
+    monkeypatch.setenv("PYTHONMALLOC", "malloc")
+    with Broker(mode="process") as broker:
+        assert _parent_pid(broker.pid) == os.getpid()
+        assert "PYTHONMALLOC=malloc" in Path(f"/proc/{broker.pid}/environ").read_text().split("\0")
