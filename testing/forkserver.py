@@ -159,6 +159,7 @@ class ForkedProcess:
         self.args = args
         self.returncode: int | None = None
         self._pidfd: int | None = os.pidfd_open(pid)  # the server reaps it only when asked: it is still there
+        self._collecting = threading.Lock()  # one reap, whichever thread sees the exit first
 
     def _exited(self, timeout: float | None) -> bool:
         assert self._pidfd is not None
@@ -166,11 +167,17 @@ class ForkedProcess:
         return bool(readable)
 
     def _collect(self) -> int:
-        assert self._pidfd is not None
-        self.returncode = self.server.reap(self.pid)
-        os.close(self._pidfd)
-        self._pidfd = None
-        return self.returncode
+        with self._collecting:
+            if self.returncode is None:
+                self.returncode = self.server.reap(self.pid)
+            return self.returncode
+
+    def __del__(self) -> None:
+        # Closed only here: a thread still selecting on it must not find its number reused.
+        pidfd, self._pidfd = self._pidfd, None
+        if pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(pidfd)
 
     def poll(self) -> int | None:
         if self.returncode is None and self._exited(0):
@@ -185,7 +192,7 @@ class ForkedProcess:
         return self._collect()
 
     def send_signal(self, signum: int) -> None:
-        if self.returncode is None and self._pidfd is not None:
+        if self.returncode is None and self._pidfd is not None:  # as Popen: no signal to a reaped process
             with contextlib.suppress(ProcessLookupError):  # exited, not yet reaped: as Popen, nothing to do
                 signal.pidfd_send_signal(self._pidfd, signum)
 
