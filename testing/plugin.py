@@ -57,8 +57,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """In process mode, start the fork server now: its imports run while pytest collects."""
-    if _mode(session.config) != "process":
+    """In process mode, start the fork server now: its imports run while pytest collects. Not in the
+    pytest-xdist controller, which runs no test: each worker starts its own."""
+    config = session.config
+    controls_xdist_workers = not hasattr(config, "workerinput") and bool(config.getoption("numprocesses", None))
+    if _mode(config) != "process" or controls_xdist_workers:
         return
     from minikafka.testing import forkserver
 

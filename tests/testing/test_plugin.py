@@ -235,3 +235,10 @@ def test_own_broker_is_a_child_of_the_server(minikafka):
     pytester.makeini("[pytest]\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--minikafka-mode=process", timeout=240)
     result.assert_outcomes(passed=2)
+
+
+def test_process_mode_under_xdist_forks_in_each_worker(pytester: pytest.Pytester) -> None:
+    _require_xdist()
+    result, seen = _run(pytester, "-n", "2", "--minikafka-mode=process")
+    result.assert_outcomes(passed=6)
+    _check_names(seen)
