@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import io
 import json
 import os
 import select
@@ -307,9 +308,7 @@ def _run_child(request: dict[str, Any]) -> None:
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         os.closerange(3, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 4096)
-        sys.stdin = open(0, encoding=sys.getfilesystemencoding(), closefd=False)  # noqa: SIM115
-        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - block-buffered, as a spawned one's on a file
-        sys.stderr = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)  # noqa: SIM115
+        _reopen_standard_streams()
         os.environ.clear()
         os.environ.update(request["env"])
         sys.argv = ["minikafka", *request["argv"]]
@@ -328,6 +327,23 @@ def _run_child(request: dict[str, Any]) -> None:
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def _reopen_standard_streams() -> None:
+    """The streams a spawned interpreter would open on the log file: standard output block-buffered (written
+    through under PYTHONUNBUFFERED or -u, which the server shares with its caller, see forks_as_spawned),
+    standard error line-buffered, as Python opens them on a file."""
+    encoding = sys.stdout.encoding
+    unbuffered = bool(getattr(sys.stdout, "write_through", False))  # the server was started with -u or not
+    sys.stdin = open(0, encoding=encoding, closefd=False)  # noqa: SIM115 - the process's own stream
+    stdout = io.FileIO(1, "w", closefd=False)
+    if unbuffered:
+        sys.stdout = io.TextIOWrapper(stdout, encoding=encoding, write_through=True)
+    else:
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(stdout), encoding=encoding)
+    stderr = io.FileIO(2, "w", closefd=False)
+    sys.stderr = io.TextIOWrapper(stderr if unbuffered else io.BufferedWriter(stderr), encoding=encoding,
+                                  errors="backslashreplace", line_buffering=True, write_through=unbuffered)
 
 
 def _die_with_parent() -> None:

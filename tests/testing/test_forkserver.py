@@ -140,3 +140,15 @@ def test_a_changed_interpreter_environment_is_honoured_by_spawning(monkeypatch: 
     with Broker(mode="process") as broker:
         assert _parent_pid(broker.pid) == os.getpid()
         assert "PYTHONMALLOC=malloc" in Path(f"/proc/{broker.pid}/environ").read_text().split("\0")
+
+
+def test_standard_output_reaches_the_log_as_a_spawned_brokers_does() -> None:
+    """`--trace -` writes to standard output: a forked broker's lines land in its log, flushed at its exit
+    at the latest, as a spawned one's."""
+    from confluent_kafka.admin import AdminClient
+
+    for fork in (True, False):
+        with Broker(mode="process", serve_args=("--trace", "-"), fork_server=fork) as broker:
+            AdminClient({"bootstrap.servers": broker.bootstrap_servers}).list_topics(timeout=15)
+            assert broker.stop() == 0
+            assert '"Metadata"' in broker.logs()
