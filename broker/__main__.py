@@ -25,6 +25,7 @@ import argparse  # noqa: E402
 import asyncio  # noqa: E402
 import atexit  # noqa: E402
 import contextlib  # noqa: E402
+import functools  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -36,6 +37,7 @@ from minikafka.broker.config.logsetup import configure_logging  # noqa: E402
 from minikafka.tools.cli import OneLineArgumentParser  # noqa: E402
 
 
+@functools.cache  # built once: a fork server's children (minikafka.testing) find it built
 def _parser() -> argparse.ArgumentParser:
     parser = OneLineArgumentParser(prog="minikafka", description="A Kafka-protocol broker in Python.")
     commands = parser.add_subparsers(dest="command", required=True)

@@ -205,6 +205,11 @@ def _maker(cls: type) -> Maker:
     return make
 
 
+def prepare(cls: type) -> None:
+    """Compile the maker of `cls` (and of the entities nested in it) now rather than in the first `build`."""
+    _maker(cls)
+
+
 def build(cls: type[T], **values: Any) -> T:
     """Construct `cls`, ignoring fields this version lacks and zero-filling those not given.
 

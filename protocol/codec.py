@@ -20,6 +20,7 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
+from minikafka.protocol import build, guard
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.encoder import FrameBuffer, writer_for
 from minikafka.protocol.errors import InvalidRequest
@@ -96,6 +97,22 @@ def decode_request(frame: bytes | bytearray, api_key: int, version: int) -> Deco
         # surfaces as pyo3's PanicException, which derives from BaseException, not Exception.
         raise InvalidRequest(f"undecodable api {api_key} v{version}: {exc!r}") from exc
     return Decoded(header.client_id, body, len(frame) - header_size - body_size)
+
+
+def prepare(api_key: int, version: int) -> None:
+    """Do now what the first request of `api_key` at `version` would: load its schemas and compile their
+    checker, reader, answer maker and answer writer. For a process that forks brokers (the testing kit's
+    fork server): its children find the work done. Raises InvalidRequest for a pair kio has no schema for."""
+    try:
+        header_cls, body_cls = _request_schemas(api_key, version)
+    except (UnknownAPIKey, UnknownEntity) as exc:
+        raise InvalidRequest(f"no schema for api {api_key} v{version}") from exc
+    guard.prepare(header_cls)
+    guard.prepare(body_cls)
+    _request_reader(api_key, version)
+    answer_cls = response_class(api_key, version)
+    writer_for(answer_cls)
+    build.prepare(answer_cls)
 
 
 @cache

@@ -72,6 +72,11 @@ def check_request(frame: bytes | bytearray, header_cls: type, body_cls: type) ->
     return _entity(body_cls).check(frame, position, end, elements)
 
 
+def prepare(entity_type: type) -> None:
+    """Compile the checker of a schema class (and of the entities nested in it) now rather than on first use."""
+    _entity(entity_type)
+
+
 def _fail(what: str, position: int) -> InvalidRequest:
     return InvalidRequest(f"{what} at byte {position}")
 

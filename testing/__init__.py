@@ -9,8 +9,10 @@
 
 What it holds:
 - `Broker(config=None, *, mode="inprocess"|"process", port=0, data_dir=None, log_file=None, timeout=30.0,
-  nodes=1, admin_listener=True, serve_args=())`: start, stop, restart, kill; fault rules, the manual clock,
-  crash points, several nodes, `state()`, `trace()`, `metrics()` (see `help(Broker)`).
+  nodes=1, admin_listener=True, serve_args=(), fork_server=None)`: start, stop, restart, kill; fault rules,
+  the manual clock, crash points, several nodes, `state()`, `trace()`, `metrics()` (see `help(Broker)`).
+  Process mode forks its brokers from a fork server that has the broker imported (testing/forkserver.py);
+  `fork_server=False` or MINIKAFKA_FORK_SERVER=0 spawns `minikafka serve` per start instead.
 - `BrokerError`: a broker that did not start or answer. `ConfigError`: a configuration it refuses (a bad
   key or value). `FaultSpecError`: a fault rule it refuses. `Mode`: "inprocess" or "process".
 - The pytest plugin (`minikafka.testing.plugin`, loaded wherever minikafka is installed): the fixtures

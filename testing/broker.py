@@ -13,7 +13,9 @@ the global event loop policy is left alone, so the caller's loop, pytest-asyncio
 Its structlog lines go to `log_file` (see logroute). Process mode runs `python -m minikafka.broker serve`
 with JSON logs into `log_file` and its admin listener on a free port (`admin_listener=False`: none, as
 `minikafka serve` runs by default) and any more `serve_args` (`("--trace", path)`), and reads both ports
-from its `broker ready` line. `logs()` holds every start's lines, `run_log()` the latest start's; `pid` and
+from its `broker ready` line. That process is forked from this process's fork server (testing/forkserver.py,
+Linux), which has the broker imported, unless `fork_server=False` or MINIKAFKA_FORK_SERVER=0 asks for a
+freshly spawned interpreter. `logs()` holds every start's lines, `run_log()` the latest start's; `pid` and
 `alive` say where it runs and whether it still does.
 
 The control plane (`add_fault`, `faults`, `remove_fault`, `clear_faults`, `state`, `wait_for`,
@@ -37,14 +39,12 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TextIO, TypeVar
 
 import structlog
 from minikafka.broker.config.config import BrokerConfig, build_config
@@ -60,6 +60,8 @@ Mode = Literal["inprocess", "process"]
 MODES: tuple[Mode, ...] = ("inprocess", "process")
 HOST = "127.0.0.1"
 _READY_POLL_S = 0.01
+_FIRST_READY_POLL_S = 0.0005
+_FORKED_READY_POLL_S = 0.002
 # After a kill the broker's remaining tasks are cancelled so their memory is freed; they cannot touch
 # the disk any more (the logs are closed), so this bound only limits how long kill() may take.
 _DRAIN_AFTER_CRASH_S = 5.0
@@ -254,11 +256,35 @@ def _kill_leftover_subprocesses() -> None:
             process.kill()
 
 
+class _Process(Protocol):
+    """What the kit uses of a broker process: a `subprocess.Popen`, or a fork server's `ForkedProcess`."""
+
+    pid: int
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, signum: int) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+def _use_fork_server(requested: bool | None) -> bool:
+    from minikafka.testing import forkserver
+
+    wanted = forkserver.enabled_by_environment() if requested is None else requested
+    return wanted and forkserver.supported()
+
+
 class _SubprocessBroker:
-    """`python -m minikafka.broker serve` with JSON logs appended to the log file."""
+    """`python -m minikafka.broker serve` with JSON logs appended to the log file: spawned, or forked by this
+    process's fork server (testing/forkserver.py), which runs the same `main` in a child that has the
+    broker's modules imported already."""
 
     def __init__(self, config: Mapping[str, str], host: str, port: int, data_dir: Path, log_path: Path,
-                 admin_listener: bool = True, serve_args: Sequence[str] = ()) -> None:
+                 admin_listener: bool = True, serve_args: Sequence[str] = (), fork: bool = False) -> None:
         self.args = [sys.executable, "-m", "minikafka.broker", "serve", "--host", host, "--port", str(port),
                      "--data-dir", str(data_dir), "--log-format", "json"]
         if admin_listener and ADMIN_PORT_KEY not in config:
@@ -268,24 +294,40 @@ class _SubprocessBroker:
             self.args += ["--override", f"{key}={value}"]
         self.args += serve_args
         self.log_path = log_path
-        self.process: subprocess.Popen[bytes] | None = None
+        self.fork = fork
+        self.process: _Process | None = None
         self.admin_port: int | None = None
         self.schema_registry_url: str | None = None
 
+    def _launch(self) -> _Process:
+        if self.fork:
+            from minikafka.testing.forkserver import shared_server
+
+            server = shared_server()
+            if server.forks_as_spawned():
+                self.log_path.touch()  # read for the ready line before the child has opened it
+                return server.spawn(self.args[3:], str(self.log_path))
+        with open(self.log_path, "ab") as log_file:
+            process = subprocess.Popen(self.args, stdout=log_file, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL)
+        _live_subprocesses.add(process)
+        return process
+
     def start(self, timeout: float) -> int:
         start_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        with open(self.log_path, "ab") as log_file:
-            self.process = subprocess.Popen(self.args, stdout=log_file, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL)
-        _live_subprocesses.add(self.process)
+        self.process = process = self._launch()
         deadline = time.monotonic() + timeout
+        poll_s = _FIRST_READY_POLL_S
         while time.monotonic() < deadline:
             port = self._ready_port(start_offset)
             if port is not None:
                 return port
-            if self.process.poll() is not None:
-                raise BrokerError(f"broker exited with {self.process.returncode}:\n{_log_tail(self.log_path)}")
-            time.sleep(_READY_POLL_S)
+            if process.poll() is not None:
+                raise BrokerError(f"broker exited with {process.returncode}:\n{_log_tail(self.log_path)}")
+            time.sleep(poll_s)
+            # A forked broker is ready within milliseconds, a spawned one after its imports: look often at
+            # first, then back off so a slow start does not spin on a shared machine.
+            poll_s = min(poll_s * 2, _FORKED_READY_POLL_S if self.fork else _READY_POLL_S)
         self.kill(timeout)
         raise BrokerError(f"broker not ready after {timeout}s:\n{_log_tail(self.log_path)}")
 
@@ -316,8 +358,9 @@ class _SubprocessBroker:
         process = self.process
         if process is None:
             return 0
-        if process.poll() is not None:
-            return process.returncode
+        code = process.poll()
+        if code is not None:
+            return code
         process.send_signal(signal.SIGTERM)
         try:
             return wait_for_exit(process, timeout)
@@ -332,7 +375,7 @@ class _SubprocessBroker:
             wait_for_exit(process, timeout)
 
 
-def wait_for_exit(process: subprocess.Popen[bytes], timeout: float) -> int:
+def wait_for_exit(process: _Process, timeout: float) -> int:
     """`process.wait(timeout)` woken by the exit itself: Popen's wait polls with sleeps growing to 50 ms,
     which would round a broker's ~25 ms stop up to 30-60 ms in every test that stops one."""
     if process.poll() is not None or not hasattr(os, "pidfd_open"):
@@ -364,6 +407,7 @@ class Broker:
         admin_listener: bool = True,
         serve_args: Sequence[str] = (),
         schema_registry: bool = False,
+        fork_server: bool | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -379,6 +423,7 @@ class Broker:
         self._requested_port = port
         self._admin_listener = admin_listener
         self._serve_args = tuple(serve_args)
+        self._fork_server = fork_server
         self._port = 0
         self._workdir: Path | None = None  # made by us, removed by close()
         self._given_data_dir = Path(data_dir) if data_dir is not None else None
@@ -638,6 +683,8 @@ class Broker:
         url = self.admin_url
         if url is None:
             raise BrokerError("the broker is not running")
+        import urllib.request  # in-process brokers never pay for the HTTP client's imports (~10 ms)
+
         with urllib.request.urlopen(url + "/metrics", timeout=self.timeout) as response:
             return response.read().decode()  # type: ignore[no-any-return]
 
@@ -693,6 +740,9 @@ class Broker:
         if url is None:
             raise BrokerError("the broker is not running, or runs without its admin listener")
         data = json.dumps(body).encode() if body is not None else None
+        import urllib.error
+        import urllib.request
+
         request = urllib.request.Request(url + path, data=data, method=method,
                                          headers={"Content-Type": "application/json"})
         try:
@@ -739,7 +789,7 @@ class Broker:
             if not self._config_checked:
                 self._build_config(port)  # a bad value raises ConfigError here, not as a broker exit code
             runner = _SubprocessBroker(self.config, HOST, port, self._data_dir, self._log_path,
-                                       self._admin_listener, self._serve_args)
+                                       self._admin_listener, self._serve_args, _use_fork_server(self._fork_server))
         self._port = runner.start(self.timeout)
         self._running = runner
         if runner.schema_registry_url is not None:

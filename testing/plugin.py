@@ -16,7 +16,9 @@ Options: `--minikafka-mode inprocess|process` (ini `minikafka_mode`), and ini `m
 A failed test's report shows the end of the log of each minikafka broker it used.
 
 Brokers run in-process by default, on a thread with its own event loop, so async tests (pytest-asyncio)
-and the broker never share a loop. The broker is imported only when a fixture is used.
+and the broker never share a loop. The broker is imported only when a fixture is used. In process mode the
+brokers are forked from a fork server (testing/forkserver.py) started with the session, so its imports
+overlap with collection; MINIKAFKA_FORK_SERVER=0 spawns them instead.
 """
 
 from __future__ import annotations
@@ -56,6 +58,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "minikafka(config=None, mode=None): config (a dict of Kafka key names) and mode for the "
                    "test's own `minikafka` broker")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """In process mode, start the fork server now: its imports run while pytest collects. Not in the
+    pytest-xdist controller, which runs no test: each worker starts its own."""
+    config = session.config
+    controls_xdist_workers = not hasattr(config, "workerinput") and bool(config.getoption("numprocesses", None))
+    if _mode(config) != "process" or controls_xdist_workers:
+        return
+    from minikafka.testing import forkserver
+
+    if forkserver.enabled_by_environment() and forkserver.supported():
+        forkserver.shared_server()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

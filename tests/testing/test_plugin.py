@@ -240,3 +240,34 @@ def test_without_the_fixture_no_registry(minikafka):
     pytester.makeini("[pytest]\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--minikafka-mode={mode}", timeout=240)
     result.assert_outcomes(passed=4)
+
+
+def test_process_mode_starts_the_fork_server_with_the_session_and_forks_from_it(pytester: pytest.Pytester) -> None:
+    from minikafka.testing.forkserver import supported
+
+    if not supported():
+        pytest.skip("the fork server needs Linux")
+    pytester.makepyfile(test_forked="""
+from pathlib import Path
+
+from minikafka.testing import forkserver
+
+
+def test_server_started_before_any_fixture():
+    assert forkserver._server is not None
+
+
+def test_own_broker_is_a_child_of_the_server(minikafka):
+    stat = Path(f"/proc/{minikafka.pid}/stat").read_text()
+    assert int(stat.rsplit(")", 1)[1].split()[1]) == forkserver._server._process.pid
+""")
+    pytester.makeini("[pytest]\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--minikafka-mode=process", timeout=240)
+    result.assert_outcomes(passed=2)
+
+
+def test_process_mode_under_xdist_forks_in_each_worker(pytester: pytest.Pytester) -> None:
+    _require_xdist()
+    result, seen = _run(pytester, "-n", "2", "--minikafka-mode=process")
+    result.assert_outcomes(passed=6)
+    _check_names(seen)

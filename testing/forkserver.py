@@ -1,0 +1,461 @@
+"""A fork server for `Broker(mode="process")`: one process imports the broker once, then forks a child per
+broker start, and the child runs `minikafka serve` (broker/__main__.py's `main`) with the start's arguments.
+
+Why: spawning `python -m minikafka.broker serve` pays the interpreter's start and the broker's imports
+(a few hundred ms) on every start; a fork of a process that already holds them starts serving in a few ms.
+
+What a child is, compared with a spawned `minikafka serve`:
+- the same code path: `main(argv)` parses the same arguments, builds the config from the caller's
+  environment (sent with each request, as a spawned process inherits it) in the caller's working
+  directory, binds, loads its data directory, logs to its log file (standard output and error), and ends
+  through `_exit_without_teardown` with the same exit codes; SIGTERM and SIGINT stop it cleanly, SIGKILL
+  is a crash;
+- nothing shared: the server never starts an event loop or a thread (checked before every fork), so a
+  child starts from imported modules only; its standard streams are the log file and /dev/null and every
+  other descriptor is closed; siblings share no memory after the fork (copy-on-write);
+- its parent is the fork server, so the caller cannot `waitpid` it: `ForkedProcess` watches it through a
+  pidfd (exit, signals) and asks the server for its exit status once it has exited.
+
+The server dies with its caller: it reads requests from a pipe whose end of file means the caller is
+gone, then kills its remaining children; the children also get SIGKILL from the kernel when the server
+dies (PR_SET_PDEATHSIG), so no broker outlives the test process that started it.
+
+Requests (one JSON line on the server's standard input, one JSON line answered on its standard output):
+{"op": "spawn", "argv": [...], "log": path, "cwd": dir, "env": {...}} -> {"pid": N};
+{"op": "reap", "pid": N} -> {"code": exit code as Popen's returncode (-9 after SIGKILL)}, asked once the
+pidfd shows the exit; {"op": "prepare"} -> {"prepared": true} once the idle-time codec compiling is done.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import io
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from typing import IO, Any
+
+# `MINIKAFKA_FORK_SERVER=0` (or false/no/off) makes process-mode brokers spawn `minikafka serve` again.
+ENV_SWITCH = "MINIKAFKA_FORK_SERVER"
+_PR_SET_PDEATHSIG = 1
+
+
+def enabled_by_environment() -> bool:
+    return os.environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def supported() -> bool:
+    """Linux only: the children are watched through pidfds and die with the server through prctl."""
+    return sys.platform == "linux" and hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal")
+
+
+class ForkServerError(RuntimeError):
+    """The fork server could not be started or stopped answering."""
+
+
+# --- the caller's side ------------------------------------------------------------------------------
+
+
+def _interpreter_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables a process's environment acts through before `main` runs (the interpreter's and the
+    dynamic loader's): a child forked from a server started under other values would not honour them."""
+    return {key: value for key, value in environ.items() if key.startswith(("PYTHON", "LD_"))}
+
+
+class ForkServer:
+    """The caller's handle on one fork server process; requests are serialised by a lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner_pid = os.getpid()
+        self._started_under = _interpreter_environment(os.environ)
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "minikafka.testing.forkserver"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=None, close_fds=True)
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._requests: IO[bytes] = self._process.stdin
+        self._answers: IO[bytes] = self._process.stdout
+        self._ready = False  # its imports may still run: the first request waits for its ready line
+
+    def _wait_ready(self) -> None:
+        if self._ready:
+            return
+        ready = self._answers.readline()
+        if json.loads(ready or b"{}").get("ready") is not True:
+            self._process.kill()
+            self._process.wait()
+            raise ForkServerError(f"the fork server did not start (exit code {self._process.poll()})")
+        self._ready = True
+
+    def forks_as_spawned(self) -> bool:
+        """Whether a child forked now is what a spawned interpreter would be: the variables that act on the
+        interpreter (PYTHONPATH, PYTHONMALLOC, LD_PRELOAD, ...) are still those the server started under.
+        When a test changed them, the kit spawns that broker instead."""
+        return _interpreter_environment(os.environ) == self._started_under
+
+    @property
+    def usable(self) -> bool:
+        """Still running, and in the process that started it (a forked caller gets a server of its own)."""
+        return self._owner_pid == os.getpid() and self._process.poll() is None
+
+    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self._wait_ready()
+            try:
+                self._requests.write(json.dumps(request).encode() + b"\n")
+                self._requests.flush()
+                line = self._answers.readline()
+            except OSError as exc:
+                raise ForkServerError(f"the fork server stopped answering: {exc}") from None
+        if not line:
+            raise ForkServerError(f"the fork server exited with {self._process.poll()}")
+        answer: dict[str, Any] = json.loads(line)
+        if "error" in answer:
+            raise ForkServerError(answer["error"])
+        return answer
+
+    def spawn(self, argv: list[str], log_path: str) -> ForkedProcess:
+        """A child running `minikafka serve` with `argv` (the arguments after `python -m minikafka.broker`),
+        its standard output and error appended to `log_path`."""
+        answer = self._ask({"op": "spawn", "argv": argv, "log": log_path, "cwd": os.getcwd(),
+                            "env": dict(os.environ)})
+        return ForkedProcess(self, int(answer["pid"]), argv)
+
+    def reap(self, pid: int) -> int:
+        return int(self._ask({"op": "reap", "pid": pid})["code"])
+
+    def prepare(self) -> None:
+        """Wait until the server has compiled every codec it compiles while idle (benchmarks of warm starts)."""
+        self._ask({"op": "prepare"})
+
+    def close(self) -> None:
+        """End of file on its requests: the server kills the children still running and exits."""
+        if self._owner_pid != os.getpid():
+            return
+        with contextlib.suppress(OSError):
+            self._requests.close()
+        try:
+            self._process.wait(10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        with contextlib.suppress(OSError):
+            self._answers.close()
+
+
+class ForkedProcess:
+    """A fork server's child, with the part of `subprocess.Popen` the testing kit uses (pid, poll, wait,
+    send_signal, kill, returncode): exits and signals go through a pidfd, so the pid is never reused
+    under it; the exit status comes from the server, its parent."""
+
+    def __init__(self, server: ForkServer, pid: int, args: list[str]) -> None:
+        self.server = server
+        self.pid = pid
+        self.args = args
+        self.returncode: int | None = None
+        self._pidfd: int | None = os.pidfd_open(pid)  # the server reaps it only when asked: it is still there
+        self._collecting = threading.Lock()  # one reap, whichever thread sees the exit first
+
+    def _exited(self, timeout: float | None) -> bool:
+        assert self._pidfd is not None
+        readable, _, _ = select.select([self._pidfd], [], [], timeout)
+        return bool(readable)
+
+    def _collect(self) -> int:
+        with self._collecting:
+            if self.returncode is None:
+                self.returncode = self.server.reap(self.pid)
+            return self.returncode
+
+    def __del__(self) -> None:
+        # Closed only here: a thread still selecting on it must not find its number reused.
+        pidfd, self._pidfd = self._pidfd, None
+        if pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(pidfd)
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self._exited(0):
+            return self._collect()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is not None:
+            return self.returncode
+        if not self._exited(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        return self._collect()
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None and self._pidfd is not None:  # as Popen: no signal to a reaped process
+            with contextlib.suppress(ProcessLookupError):  # exited, not yet reaped: as Popen, nothing to do
+                signal.pidfd_send_signal(self._pidfd, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+
+_server: ForkServer | None = None
+_server_lock = threading.Lock()
+
+
+def shared_server() -> ForkServer:
+    """This process's fork server, started on first use (that start pays the broker's imports once; call it
+    early, as the pytest plugin does in process mode, and the imports overlap with other work: it returns
+    before the server is ready)."""
+    global _server
+    with _server_lock:
+        if _server is None or not _server.usable:
+            _server = ForkServer()
+        return _server
+
+
+@atexit.register
+def _close_shared_server() -> None:
+    if _server is not None:
+        _server.close()
+
+
+# --- the server's side ------------------------------------------------------------------------------
+
+
+# Every module of these packages is imported by the server, also those a start loads only when configured
+# or first used (the lazy subsystems: admin listener, recorder, SASL, KIP-848, ...): the server pays for
+# them once, and a child whose start or first requests need one finds it imported.
+_PRELOADED_PACKAGES = ("minikafka.protocol", "minikafka.storage", "minikafka.coordinator", "minikafka.broker")
+
+
+def _preload() -> None:
+    """Imports only: no event loop, no thread, no socket. The entry point first, which also keeps
+    hypothesis and rich out as it does in a spawned broker."""
+    import importlib
+    import pkgutil
+
+    import minikafka.broker.__main__  # noqa: F401
+
+    for package_name in _PRELOADED_PACKAGES:
+        package = importlib.import_module(package_name)
+        for module in pkgutil.walk_packages(package.__path__, prefix=f"{package_name}."):
+            with contextlib.suppress(ImportError):  # an optional dependency missing: a child imports it as usual
+                importlib.import_module(module.name)
+    # What a start asks of the standard library on its first use: binding resolves the host with idna.
+    import encodings.idna  # noqa: F401
+
+    _rehearse()
+
+    with contextlib.suppress(ImportError):
+        import uvloop  # noqa: F401
+
+
+def _rehearse() -> None:
+    """Build once what every start builds the same way and caches: the command line's parser, the handler
+    registry's version ranges, the configuration's regular expressions, the host name codec binding uses
+    (pure computations, nothing of a broker run: no file, socket, loop or thread)."""
+    import tempfile
+    from pathlib import Path
+
+    from minikafka.broker.__main__ import _parser
+    from minikafka.broker.config.config import build_config
+    from minikafka.broker.handlers import all_handler_modules
+    from minikafka.broker.wire.registry import Registry
+
+    _parser()
+    Registry(all_handler_modules())
+    build_config(overrides=[], host="127.0.0.1", port=0, data_dir=Path(tempfile.gettempdir()) / "never-created")
+    "127.0.0.1".encode("idna")
+
+
+def _codecs_to_prepare() -> list[tuple[int, int]]:
+    """(api key, version) pairs whose codecs the server compiles while it waits for requests, the
+    first request of a connection (ApiVersions, every version) first, then the newest version of every
+    API the broker serves (what current clients send). Older versions compile in a child on first use."""
+    from minikafka.broker.handlers import all_handler_modules
+    from minikafka.protocol.api_keys import ApiKey
+
+    pairs = [(int(ApiKey.API_VERSIONS), version) for version in range(5)]
+    pairs += [(int(module.API_KEY), module.VERSIONS.max) for module in all_handler_modules()]
+    return list(dict.fromkeys(pairs))
+
+
+def _prepare_codec(api_key: int, version: int) -> None:
+    from minikafka.protocol.codec import prepare
+    from minikafka.protocol.errors import InvalidRequest
+
+    with contextlib.suppress(InvalidRequest):  # a version kio lacks: the broker's answer is built elsewhere
+        prepare(api_key, version)
+
+
+def _run_child(request: dict[str, Any]) -> None:
+    """In the forked child: become a `minikafka serve` process and never return."""
+    code = 1
+    try:
+        _die_with_parent()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as the interpreter sets it at start
+        os.chdir(request["cwd"])  # first: the log path may be relative to it
+        log_fd = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        null_fd = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null_fd, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 4096)
+        _reopen_standard_streams()
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.argv = ["minikafka", *request["argv"]]
+        from minikafka.broker.__main__ import main
+
+        code = main(list(request["argv"]))  # ends the process itself (_exit_without_teardown)
+    except SystemExit as exit_:  # argparse's errors, as the interpreter would report them
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _reopen_standard_streams() -> None:
+    """The streams a spawned interpreter would open on the log file: standard output block-buffered (written
+    through under PYTHONUNBUFFERED or -u, which the server shares with its caller, see forks_as_spawned),
+    standard error line-buffered, as Python opens them on a file."""
+    encoding = sys.stdout.encoding
+    unbuffered = bool(getattr(sys.stdout, "write_through", False))  # the server was started with -u or not
+    sys.stdin = open(0, encoding=encoding, closefd=False)  # noqa: SIM115 - the process's own stream
+    stdout = io.FileIO(1, "w", closefd=False)
+    if unbuffered:
+        sys.stdout = io.TextIOWrapper(stdout, encoding=encoding, write_through=True)
+    else:
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(stdout), encoding=encoding)
+    stderr = io.FileIO(2, "w", closefd=False)
+    sys.stderr = io.TextIOWrapper(stderr if unbuffered else io.BufferedWriter(stderr), encoding=encoding,
+                                  errors="backslashreplace", line_buffering=True, write_through=unbuffered)
+
+
+def _die_with_parent() -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:  # the server died between the fork and the prctl
+        os._exit(1)
+
+
+def _fork(request: dict[str, Any]) -> int:
+    if threading.active_count() != 1:
+        raise RuntimeError("the fork server has a thread: a child would inherit its locks")
+    pid = os.fork()
+    if pid == 0:
+        _run_child(request)  # the server's request and answer pipes, fds 0 and 1, are replaced there
+    return pid
+
+
+class _Server:
+    """The server's state: its children (killed when the caller goes) and the codecs still to compile."""
+
+    def __init__(self) -> None:
+        self.requests = _LineReader(os.fdopen(0, "rb", buffering=0))
+        self.answers = os.fdopen(1, "wb", buffering=0)
+        self.children: set[int] = set()
+        self.to_prepare = _codecs_to_prepare()
+
+    def answer(self, payload: dict[str, Any]) -> None:
+        self.answers.write(json.dumps(payload).encode() + b"\n")
+
+    def prepare_first_request(self) -> None:
+        """ApiVersions, every version: the first request of every connection, so of every broker's first answer."""
+        first_key = self.to_prepare[0][0]
+        while self.to_prepare and self.to_prepare[0][0] == first_key:
+            _prepare_codec(*self.to_prepare.pop(0))
+
+    def prepare_while_idle(self) -> None:
+        """The rest of the codecs one at a time while no request waits: a request waits for one at most."""
+        while self.to_prepare and not self.requests.ready():
+            _prepare_codec(*self.to_prepare.pop(0))
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = request["op"]
+        if op == "spawn":
+            pid = _fork(request)
+            self.children.add(pid)
+            return {"pid": pid}
+        if op == "reap":
+            pid = int(request["pid"])
+            _, status = os.waitpid(pid, 0)
+            self.children.discard(pid)
+            return {"code": os.waitstatus_to_exitcode(status)}
+        if op == "prepare":  # finish compiling the codecs now (a benchmark measuring warm children)
+            while self.to_prepare:
+                _prepare_codec(*self.to_prepare.pop(0))
+            return {"prepared": True}
+        return {"error": f"unknown request {op!r}"}
+
+    def kill_children(self) -> None:
+        for pid in self.children:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+
+
+def serve() -> int:
+    """The server's loop: one request a line on fd 0, one answer a line on fd 1, until end of file."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the caller, which closes this server
+    _preload()
+    import gc
+
+    gc.freeze()  # the imported modules: no collection in a child walks (and so copies) their pages
+    server = _Server()
+    server.prepare_first_request()
+    server.answer({"ready": True})
+    try:
+        while True:
+            server.prepare_while_idle()
+            line = server.requests.next_line()
+            if line is None:
+                return 0  # the caller is gone
+            try:
+                server.answer(server.handle(json.loads(line)))
+            except (OSError, RuntimeError, KeyError, ValueError) as exc:
+                server.answer({"error": f"{type(exc).__name__}: {exc}"})
+    finally:
+        server.kill_children()  # no broker outlives the caller
+
+
+class _LineReader:
+    """Lines from an unbuffered binary stream; buffered readers would be inherited half-read by children."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.pending = b""
+
+    def ready(self) -> bool:
+        """A line, or the end of the stream, can be read without waiting."""
+        return b"\n" in self.pending or bool(select.select([self.stream], [], [], 0)[0])
+
+    def next_line(self) -> bytes | None:
+        """The next line; None at the end of the stream (the caller is gone)."""
+        while b"\n" not in self.pending:
+            chunk = self.stream.read(65536)
+            if not chunk:
+                return None
+            self.pending += chunk
+        line, _, self.pending = self.pending.partition(b"\n")
+        return line
+
+
+if __name__ == "__main__":
+    sys.exit(serve())

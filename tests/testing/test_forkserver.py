@@ -1,0 +1,154 @@
+"""Process-mode brokers forked from the fork server (testing/forkserver.py) are `minikafka serve` processes as
+spawned ones are: the same descriptors and threads, their own log, exit codes and signals, the caller's
+environment; the server and its children end with the test process; MINIKAFKA_FORK_SERVER=0 spawns."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from minikafka.testing import Broker, BrokerError
+from minikafka.testing.forkserver import supported
+
+pytestmark = pytest.mark.skipif(not supported(), reason="the fork server needs Linux (pidfd, prctl)")
+
+_DEADLINE_S = 20.0
+
+
+def _parent_pid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _shape(pid: int) -> tuple[list[str], int]:
+    """What a process holds, without numbers that differ between runs: its descriptors' kinds and paths
+    (a temporary directory's name cut off) and how many threads it runs."""
+    kinds = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with_ids = os.readlink(f"/proc/{pid}/fd/{fd}")
+        kinds.append(re.sub(r"\[\d+\]|/tmp/[^/]+", "", with_ids))
+    return sorted(kinds), len(os.listdir(f"/proc/{pid}/task"))
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _wait_until(condition: object, what: str) -> None:
+    deadline = time.monotonic() + _DEADLINE_S
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {_DEADLINE_S} s: {what}")
+        time.sleep(0.01)
+
+
+def test_a_forked_broker_holds_what_a_spawned_one_holds() -> None:
+    with Broker(mode="process", fork_server=True) as forked, Broker(mode="process", fork_server=False) as spawned:
+        assert _parent_pid(spawned.pid) == os.getpid()
+        assert _parent_pid(forked.pid) not in (os.getpid(), 1)  # the fork server's child
+        assert _shape(forked.pid) == _shape(spawned.pid)
+
+
+def test_siblings_are_separate_brokers_and_stop_cleanly() -> None:
+    with Broker(mode="process") as first, Broker(mode="process") as second:
+        assert first.pid != second.pid and first.port != second.port
+        first.add_fault("Produce", "NOT_LEADER_OR_FOLLOWER")
+        assert second.faults() == []
+        assert first.stop() == 0
+        assert second.alive
+        assert "broker ready" in first.run_log() and first.run_log() not in second.logs()
+        assert (first.data_dir / ".kafka_cleanshutdown").exists()
+
+
+def test_kill_is_sigkill_and_the_exit_code_reaches_the_caller() -> None:
+    with Broker(mode="process") as broker:
+        pid = broker.pid
+        os.kill(pid, 9)
+        assert broker.wait_exited() == -9
+        assert not (broker.data_dir / ".kafka_cleanshutdown").exists()
+        broker.start()
+        assert broker.pid != pid and broker.alive
+
+
+def test_a_child_that_exits_at_start_reports_its_exit_code() -> None:
+    broker = Broker(mode="process", serve_args=("--log-level", "loud"))
+    with pytest.raises(BrokerError, match="exited with 2"):
+        broker.start()
+
+
+def test_the_callers_environment_and_directory_reach_the_child(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    monkeypatch.setenv("MINIKAFKA_NUM_PARTITIONS", "5")  # config from the environment, as Kafka's images read it
+    monkeypatch.chdir(tmp_path)
+    with Broker(mode="process", data_dir="relative-data", log_file="broker.log") as broker:
+        assert (tmp_path / "relative-data" / "meta.properties").exists()
+        assert Path(f"/proc/{broker.pid}/cwd").resolve() == tmp_path.resolve()
+        ready = next(json.loads(line) for line in broker.run_log().splitlines() if '"broker ready"' in line)
+        assert ready["port"] == broker.port
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.create_topics([NewTopic("defaults")])["defaults"].result(15)
+        assert len(admin.list_topics("defaults", timeout=15).topics["defaults"].partitions) == 5
+
+
+def test_the_environment_variable_turns_forking_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MINIKAFKA_FORK_SERVER", "0")
+    with Broker(mode="process") as broker:
+        assert _parent_pid(broker.pid) == os.getpid()
+
+
+_ORPHAN_CHECK = """
+import os, sys
+from minikafka.testing import Broker
+broker = Broker(mode="process").start()
+with open(f"/proc/{broker.pid}/stat") as stat:
+    server = int(stat.read().rsplit(")", 1)[1].split()[1])
+print(server, broker.pid, flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
+def test_the_server_and_its_children_end_with_the_test_process() -> None:
+    caller = subprocess.Popen([sys.executable, "-c", _ORPHAN_CHECK], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert caller.stdout is not None
+        server, broker = (int(pid) for pid in caller.stdout.readline().split())
+        assert not _gone(server) and not _gone(broker)
+    finally:
+        caller.kill()  # no atexit, no clean-up: the server sees its pipe close
+        caller.wait()
+    _wait_until(lambda: _gone(server), "the fork server exits")
+    _wait_until(lambda: _gone(broker), "its broker dies")
+
+
+def test_a_changed_interpreter_environment_is_honoured_by_spawning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PYTHONPATH, PYTHONMALLOC, LD_PRELOAD... act before `main` runs, so a forked child could not honour a
+    change of them since the server started: that broker is spawned."""
+    with Broker(mode="process") as before:
+        assert _parent_pid(before.pid) != os.getpid()
+    monkeypatch.setenv("PYTHONMALLOC", "malloc")
+    with Broker(mode="process") as broker:
+        assert _parent_pid(broker.pid) == os.getpid()
+        assert "PYTHONMALLOC=malloc" in Path(f"/proc/{broker.pid}/environ").read_text().split("\0")
+
+
+def test_standard_output_reaches_the_log_as_a_spawned_brokers_does() -> None:
+    """`--trace -` writes to standard output: a forked broker's lines land in its log, flushed at its exit
+    at the latest, as a spawned one's."""
+    from confluent_kafka.admin import AdminClient
+
+    for fork in (True, False):
+        with Broker(mode="process", serve_args=("--trace", "-"), fork_server=fork) as broker:
+            AdminClient({"bootstrap.servers": broker.bootstrap_servers}).list_topics(timeout=15)
+            assert broker.stop() == 0
+            assert '"Metadata"' in broker.logs()
