@@ -185,6 +185,13 @@ class DynamicConfigStore:
                       groups=sorted(store.groups))
         return store
 
+    def reset(self) -> None:
+        """A broker reset: no dynamic broker or group config, the file gone; the static ones apply again
+        (the server hands `log_defaults()` to the logs)."""
+        self.brokers = {}
+        self.groups = {}
+        self.path.unlink(missing_ok=True)
+
     # --- broker configs -----------------------------------------------------------------
 
     @property

@@ -18,6 +18,9 @@
     POST   /crash-points    body {"point": NAME}: the broker process dies as kill -9 would when a
                             transaction ending passes NAME (broker/control/crash_points.py) -> 201
     DELETE /crash-points    {"removed": N}
+    POST   /reset           every topic, group, transaction, ACL, dynamic config, fault rule, crash point and
+                            recorded exchange gone, as on a first start, without a restart (BrokerServer.reset)
+                            -> 200 {"removed": {"topics": N, "groups": N, "transactional_ids": N}, "took_ms": T}
     GET    /metrics         Prometheus text format 0.0.4 (broker/observe/prometheus.py lists the metrics)
     GET    /trace?limit=N&api=A&client_id=C&topic=T
                             {"exchanges": [...]}: the flight recorder's newest request/response pairs,
@@ -441,6 +444,11 @@ class AdminListener:
             return await self._wait_for_lso(urllib.parse.parse_qs(query_text))
         if path == "/cluster" or path.startswith("/cluster/"):
             return await self._cluster(method, path, body)
+        if path == "/reset":
+            self._allow(method, "POST")
+            if self.services.reset is None:
+                raise HttpError(503, "this broker cannot be reset")
+            return 200, await self.services.reset()
         if path == "/metrics":
             self._allow(method, "GET")
             from minikafka.broker.observe.prometheus import (  # prometheus_client takes ~0.1 s to import
@@ -594,7 +602,7 @@ class AdminListener:
             faults.remove(found.id)
             return 200, {"removed": 1}
         raise HttpError(404, f"no such resource {path[:80]!r}; see GET /health, /faults, /state, /clock, "
-                             "/crash-points, /metrics, /inspector, /trace")
+                             "/crash-points, /metrics, /inspector, /trace, /reset")
 
     @staticmethod
     def _allow(method: str, *allowed: str) -> None:

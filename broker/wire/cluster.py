@@ -159,6 +159,15 @@ class ClusterView:
             self._replication = {str(k): int(v) for k, v in json.loads(self._replication_file.read_text()).items()}
         self._drop_derived()
 
+    def reset(self) -> None:
+        """A broker reset: no partition leadership or replication factor kept (the topics are gone). Nodes a
+        test stopped are started again by the server, which owns their sockets."""
+        self._partitions.clear()
+        self._replication.clear()
+        if self._replication_file is not None:
+            self._replication_file.unlink(missing_ok=True)
+        self._drop_derived()
+
     def set_replication_factor(self, topic: str, factor: int) -> None:
         self._replication[topic] = factor
         self.forget_topic(topic, keep_replication=True)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.config.config import BrokerConfig
 from minikafka.broker.config.dynamic_config import DynamicConfigStore
@@ -49,6 +50,9 @@ class BrokerServices:
     authorizer: Authorizer | None = None
     # Stopping and starting nodes (the server), for the control plane.
     node_control: NodeControl | None = None
+    # The broker reset (BrokerServer.reset): every subsystem back to its first-start state, for the control
+    # plane's POST /reset; returns what was removed.
+    reset: Callable[[], Awaitable[dict[str, Any]]] | None = None
 
     def auto_create_topic(self, name: str) -> TopicMeta | None:
         """Create `name` with the broker defaults if auto-creation is on; None otherwise."""
