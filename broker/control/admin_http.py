@@ -18,6 +18,8 @@
     POST   /crash-points    body {"point": NAME}: the broker process dies as kill -9 would when a
                             transaction ending passes NAME (broker/control/crash_points.py) -> 201
     DELETE /crash-points    {"removed": N}
+    DELETE /topics/{name}   {"deleted": name}: the topic gone as DeleteTopics removes it (a test's clean-up of its
+                            own topic); 404 when there is none, 409 for an internal topic
     POST   /reset           every topic, group, transaction, ACL, dynamic config, fault rule, crash point and
                             recorded exchange gone, as on a first start, without a restart (BrokerServer.reset)
                             -> 200 {"removed": {"topics": N, "groups": N, "transactional_ids": N}, "took_ms": T}
@@ -89,6 +91,19 @@ class HttpError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+def delete_topic(services: BrokerServices, name: str) -> str:
+    """The control plane's DeleteTopics for one topic, past ACLs and delete.topic.enable (it is the test's
+    own clean-up); internal topics are refused."""
+    meta = services.logs.topic(name)
+    if meta is None:
+        raise HttpError(404, f"no topic {name[:249]!r}")
+    if meta.internal:
+        raise HttpError(409, f"{name} is an internal topic")
+    services.delete_topic(name)
+    _log.info("deleted topic", topic=name, by="control plane")
+    return name
 
 
 def _partition_state(log: Any) -> dict[str, Any]:
@@ -589,6 +604,9 @@ class AdminListener:
             except FaultSpecError as exc:
                 raise HttpError(400, str(exc)) from None
             return 201, {"fault": rule.to_json()}
+        if path.startswith("/topics/"):
+            self._allow(method, "DELETE")
+            return 200, {"deleted": delete_topic(self.services, urllib.parse.unquote(path.removeprefix("/topics/")))}
         if path.startswith("/faults/"):
             self._allow(method, "GET", "DELETE")
             rule_id_text = path.removeprefix("/faults/")
@@ -602,7 +620,7 @@ class AdminListener:
             faults.remove(found.id)
             return 200, {"removed": 1}
         raise HttpError(404, f"no such resource {path[:80]!r}; see GET /health, /faults, /state, /clock, "
-                             "/crash-points, /metrics, /inspector, /trace, /reset")
+                             "/crash-points, /metrics, /inspector, /trace, /topics/{name}, /reset")
 
     @staticmethod
     def _allow(method: str, *allowed: str) -> None:

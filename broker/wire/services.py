@@ -54,6 +54,13 @@ class BrokerServices:
     # plane's POST /reset; returns what was removed.
     reset: Callable[[], Awaitable[dict[str, Any]]] | None = None
 
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic with what hangs on it: its leadership and its groups' offsets (DeleteTopics, and the
+        control plane's clean-up of one test's topic)."""
+        self.logs.delete_topic(name)
+        self.cluster.forget_topic(name)
+        self.groups.on_topic_deleted(name)
+
     def auto_create_topic(self, name: str) -> TopicMeta | None:
         """Create `name` with the broker defaults if auto-creation is on; None otherwise."""
         if not self.config.auto_create_topics:
