@@ -21,7 +21,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,7 +137,7 @@ def _leader_epoch_checkpoint(log: PartitionLog) -> bytes:
     return encode_epochs(log.epochs.entries)
 
 
-def _remove_directories(directories: list[Path], garbage: object = None) -> None:
+def _remove_directories(directories: Sequence[str | Path], garbage: object = None) -> None:
     del garbage  # its last reference: freed on this thread
     for directory in directories:
         shutil.rmtree(directory, ignore_errors=True)
@@ -548,7 +548,7 @@ class LogManager:
         # pathlib and a uuid per directory were a third of the time for 200 partitions.
         suffix = f".{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         base = f"{self.data_dir}{os.sep}"
-        doomed: list[Path] = []
+        doomed: list[str] = []
         for (name, partition), log in self._logs.items():
             _close_log_files((name, partition), log)
             directory = f"{base}{name}-{partition}"
@@ -556,7 +556,7 @@ class LogManager:
                 os.rename(directory, directory + suffix)
             except FileNotFoundError:
                 continue
-            doomed.append(Path(directory + suffix))
+            doomed.append(directory + suffix)
         removed = len(self._topics)
         # The logs are freed on the remover's thread, after the reset has answered.
         dropped = self._logs
@@ -567,7 +567,7 @@ class LogManager:
         self._remove_in_background(doomed, dropped)
         return removed
 
-    def _remove_in_background(self, directories: list[Path], garbage: object = None) -> None:
+    def _remove_in_background(self, directories: Sequence[str | Path], garbage: object = None) -> None:
         """`garbage`: objects to free on the remover's thread rather than here."""
         if not directories:
             return
