@@ -251,3 +251,29 @@ def test_reset_starts_stopped_nodes_again(started: Callable[..., Broker]) -> Non
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
     producer.produce(TOPIC, b"v")
     assert producer.flush(DEADLINE_S) == 0
+
+
+def test_a_consumer_protocol_member_joins_again_after_a_reset(started: Callable[..., Broker]) -> None:
+    """KIP-848: the member's next ConsumerGroupHeartbeat finds no group (UNKNOWN_MEMBER_ID); it joins again
+    and reads the topic made after the reset."""
+    broker = started({"minikafka.trace.ring.size": 1000})
+    admin = _admin(broker)
+    _create_topic(admin)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    producer.produce(TOPIC, b"before")
+    assert producer.flush(DEADLINE_S) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": GROUP,
+                         "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([TOPIC])
+        assert _poll(consumer, 1) == [b"before"]
+        broker.reset()
+        _create_topic(admin)
+        producer.produce(TOPIC, b"after")
+        assert producer.flush(DEADLINE_S) == 0
+        assert _poll(consumer, 1) == [b"after"]
+        answers = [exchange["response"]["error_code"] for exchange in broker.trace(api="ConsumerGroupHeartbeat")]
+        assert "UNKNOWN_MEMBER_ID" in answers
+        assert answers[answers.index("UNKNOWN_MEMBER_ID") + 1:].count("NONE") >= 1
+    finally:
+        consumer.close()
