@@ -163,7 +163,8 @@ def _running_session_broker(request: pytest.FixtureRequest) -> Broker | None:
     if not {"minikafka_session", "minikafka_bootstrap", "minikafka_reset"} & set(request.fixturenames):
         return None
     broker = request.config.stash.get(_session_broker_key, None)
-    return broker if broker is not None and broker.running else None
+    # `alive` too: a session broker a crash point ended has nothing left to clean up.
+    return broker if broker is not None and broker.running and broker.alive else None
 
 
 @pytest.fixture(autouse=True)
