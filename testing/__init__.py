@@ -10,12 +10,14 @@
 What it holds:
 - `Broker(config=None, *, mode="inprocess"|"process", port=0, data_dir=None, log_file=None, timeout=30.0,
   nodes=1, admin_listener=True, serve_args=())`: start, stop, restart, kill; fault rules, the manual clock,
-  crash points, several nodes, `state()`, `trace()`, `metrics()` (see `help(Broker)`).
+  crash points, several nodes, `state()`, `trace()`, `metrics()`, `reset()` back to the first-start state
+  (see `help(Broker)`).
 - `BrokerError`: a broker that did not start or answer. `ConfigError`: a configuration it refuses (a bad
   key or value). `FaultSpecError`: a fault rule it refuses. `Mode`: "inprocess" or "process".
 - The pytest plugin (`minikafka.testing.plugin`, loaded wherever minikafka is installed): the fixtures
-  `minikafka_session`, `minikafka`, `minikafka_bootstrap`, `unique_topic`, `unique_group` and the
-  `minikafka` marker. `minikafka.testing.certs` makes test CAs and certificates for TLS listeners.
+  `minikafka_session`, `minikafka`, `minikafka_bootstrap`, `minikafka_reset` (the session broker reset before
+  the test: `Broker.reset()`), `unique_topic`, `unique_group` and the `minikafka` marker.
+  `minikafka.testing.certs` makes test CAs and certificates for TLS listeners.
 
 These names are imported on first use: pytest loads the plugin in every run wherever minikafka is
 installed, and a run that uses no minikafka fixture should not pay for importing the broker.
