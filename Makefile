@@ -26,6 +26,9 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 # `make bench CURVES_ARGS=--quick` (fewer, smaller points) or `CURVES_ARGS="--curves partitions,txns"`.
 CURVES_ARGS ?=
+# `make bench SUITE_ARGS="--setups fresh:inprocess,fresh:forked,shared-reset:inprocess,tansu"`: the suite's
+# setups (fresh:MODE and shared-reset:MODE take any Broker mode), `--tests N`.
+SUITE_ARGS ?=
 # `make pipeline PIPELINE_ARGS="--events 200000 --mode driver"`; --bootstrap H:P uses a running broker.
 PIPELINE_ARGS ?=
 MYPY_PACKAGES := protocol storage coordinator tools broker pipeline testing
@@ -96,6 +99,8 @@ bench: $(DEV_STAMP)
 	$(BIN)/python bench/cleaner.py
 	$(BIN)/python bench/shutdown.py --testing
 	$(BIN)/python bench/sendfile_threshold.py
+	$(BIN)/python bench/reset_cost.py
+	$(BIN)/python bench/suite.py $(SUITE_ARGS)
 
 # Hostile load (figures printed, never asserted): many connections, a client that never reads,
 # connections dropped mid-request.

@@ -26,8 +26,8 @@ import structlog
 from minikafka.broker.config.client_quotas import ClientQuotaStore
 from minikafka.broker.config.config import BrokerConfig, ConfigError, Listener, served_listeners
 from minikafka.broker.config.dynamic_config import DynamicConfigStore
-from minikafka.broker.control.crash_points import CrashPoints
-from minikafka.broker.control.faults import FaultTable
+from minikafka.broker.control.crash_points import CrashPoints, crash_points_of
+from minikafka.broker.control.faults import FaultTable, fault_table
 from minikafka.broker.handlers import all_handler_modules
 from minikafka.broker.observe.debugging import install_debugging
 from minikafka.broker.observe.metrics import BrokerMetrics
@@ -297,6 +297,7 @@ class BrokerServer:
         self.services.sasl = SaslServer.from_config(config.properties, config.data_dir, self.clock.now_ms)
         self.services.authorizer = _authorizer_for(config)
         self.services.node_control = self
+        self.services.reset = self.reset
         self.services.metrics.open_connections = lambda: self.connection_count
         self.services.transactions.crash_point = self.services.crash_points.reach
         self.services.faults.resolve_topic = lambda topic_id: getattr(logs.topic_by_id(topic_id), "name", None)
@@ -352,6 +353,84 @@ class BrokerServer:
     @property
     def schema_registry_url(self) -> str | None:
         return self.schema_registry.url if self.schema_registry is not None else None
+
+    # --- reset -----------------------------------------------------------------------------------
+
+    def _reset_steps(self, services: BrokerServices) -> list[tuple[str, Callable[[], object]]]:
+        """Every subsystem's reset, in the order `reset` runs them: the one place a subsystem plugs in.
+
+        A subsystem holding state that clients or tests can change adds one line here calling its own
+        `reset()`: synchronous (it runs with the others between two event-loop turns, so no request sees
+        half of it), back to what a first start on an empty data directory has, its files in the data
+        directory removed. The order: the test controls first (the reset's own work must not trip a
+        fault rule or crash point); the coordinators before the topics they write to (they answer parked
+        members and forget everything); the dynamic configs before the logs, which take the static topic
+        defaults back from them; then leadership, security, the recorder; parked fetches last, so they
+        answer from the state after the reset."""
+        steps: list[tuple[str, Callable[[], object]]] = [
+            ("fault rules", fault_table(services).clear),
+            ("crash points", crash_points_of(services).clear),
+            ("groups", services.groups.reset),
+            ("share groups", services.shares.reset),
+            ("transactions", services.transactions.reset),
+            ("dynamic configs", services.dynamic_configs.reset),
+            ("client metrics", services.client_metrics.reset),
+            ("client quotas", services.quotas.reset),
+        ]
+        if self.schema_registry is not None:
+            # Before the logs: its reset writes tombstones to `_schemas`, which the logs' reset then removes.
+            steps.append(("schema registry", self.schema_registry.reset))
+        steps += [
+            ("logs", lambda: services.logs.reset(services.dynamic_configs.log_defaults())),
+            ("cluster", services.cluster.reset),
+        ]
+        if services.authorizer is not None:
+            steps.append(("acls", services.authorizer.reset))
+        if services.sasl is not None:
+            steps.append(("scram credentials", services.sasl.reset))
+        if services.recorder is not None:
+            steps.append(("flight recorder", services.recorder.reset))
+        steps.append(("parked fetches", services.waiters.wake_all))
+        return steps
+
+    async def reset(self) -> dict[str, Any]:
+        """Back to the first-start state without a restart (Broker.reset(), POST /reset): no topic (internal
+        ones included: the coordinators create them again when first used, as after a first start), group,
+        transactional id, producer state, ACL, dynamic config, SCRAM credential beyond the configured ones,
+        fault rule, crash point or recorded exchange; every stopped node started again. Kept: the listeners
+        and their ports, the cluster id, the static config, the clock, the metrics, the producer id
+        counter (a producer connected across the reset never shares its id with a new one), and open
+        connections: their next requests are answered as a fresh broker would answer them (docs/testing.md,
+        "Reset between tests"). Returns what was removed and how long the reset took."""
+        services = self.services
+        if services is None:
+            raise RuntimeError("the broker has not been started")
+        started = time.perf_counter()
+        if self._coordinator_load is not None and not self._coordinator_load.done():
+            # Replaying state the reset removes anyway; the coordinators' resets mark them loaded.
+            self._coordinator_load.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._coordinator_load
+        for node_id in self.node_ids:
+            if not services.cluster.is_online(node_id):
+                await self.start_node(node_id)
+        async with services.logs.admin_lock:  # no topic is half made while it runs
+            removed = {"topics": len(services.logs.topics()),
+                       "groups": len(services.groups.groups) + len(services.groups.consumer_groups),
+                       "transactional_ids": len(services.transactions.txns)}
+            failed = []
+            for name, step in self._reset_steps(services):
+                try:
+                    step()
+                except Exception:
+                    # One subsystem failing (a file that cannot be removed) must not leave the others as they were.
+                    _log.exception("reset step failed", step=name)
+                    failed.append(name)
+        if failed:
+            raise RuntimeError(f"the broker reset failed in: {', '.join(failed)} (see the broker log)")
+        took_ms = round((time.perf_counter() - started) * 1000, 3)
+        _log.info("broker reset", took_ms=took_ms, **removed)
+        return {"removed": removed, "took_ms": took_ms}
 
     async def _load_coordinators(self, delay_s: float) -> None:
         """Replay `__consumer_offsets`, then `__transaction_state` (completing a Prepare* writes markers to

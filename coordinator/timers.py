@@ -43,6 +43,11 @@ class Timers:
     def cancel(self, key: Hashable) -> None:
         self._entries.pop(key, None)
 
+    def clear(self) -> None:
+        """Forget every timer (a broker reset); the task keeps running for the timers scheduled next."""
+        self._entries.clear()
+        self._heap.clear()
+
     def deadline(self, key: Hashable) -> int | None:
         entry = self._entries.get(key)
         return entry[0] if entry else None

@@ -13,6 +13,9 @@ from pathlib import Path
 
 TopicPartition = tuple[str, int]
 
+# The log cleaner's (storage/cleaner.py): named here so a reset can remove it without loading the cleaner.
+CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+
 
 def write_atomically(path: Path, data: bytes, durable: bool = True) -> None:
     """Write through a temporary file and a rename; `durable` fsyncs it before the rename."""

@@ -55,7 +55,7 @@ from minikafka.protocol.records import (
     rebuild_batch_raw,
     scan_records,
 )
-from minikafka.storage.checkpoint import TopicPartition, read_checkpoint, write_checkpoint
+from minikafka.storage.checkpoint import CLEANER_CHECKPOINT_FILE, TopicPartition, read_checkpoint, write_checkpoint
 from minikafka.storage.clock import Clock
 from minikafka.storage.config import LONG_MAX
 from minikafka.storage.index import AbortedTxn, TransactionIndex
@@ -106,7 +106,6 @@ async def _off_the_loop(run: Callable[[], None]) -> None:
 # the event loop run there) or a Blocking step to run on a thread, and returns its result.
 Steps = Generator[Blocking | None, None, T]
 
-CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 # Steps of a swap where a test can make the broker die as kill -9 would (minikafka.cleaner.crash.point).
 CRASH_POINTS = ("after_cleaned", "after_swap", "after_delete")
 # Kafka sizes its map from log.cleaner.dedupe.buffer.size (128 MiB / 24 bytes an entry, 90% full);

@@ -9,15 +9,17 @@
 
 What it holds:
 - `Broker(config=None, *, mode="inprocess"|"process", port=0, data_dir=None, log_file=None, timeout=30.0,
-  nodes=1, admin_listener=True, serve_args=(), fork_server=None)`: start, stop, restart, kill; fault rules,
-  the manual clock, crash points, several nodes, `state()`, `trace()`, `metrics()` (see `help(Broker)`).
+  nodes=1, admin_listener=True, serve_args=(), schema_registry=False, fork_server=None)`: start, stop,
+  restart, kill; fault rules, the manual clock, crash points, several nodes, `state()`, `trace()`, `metrics()`,
+  `reset()` back to the first-start state (see `help(Broker)`).
   Process mode forks its brokers from a fork server that has the broker imported (testing/forkserver.py);
   `fork_server=False` or MINIKAFKA_FORK_SERVER=0 spawns `minikafka serve` per start instead.
 - `BrokerError`: a broker that did not start or answer. `ConfigError`: a configuration it refuses (a bad
   key or value). `FaultSpecError`: a fault rule it refuses. `Mode`: "inprocess" or "process".
 - The pytest plugin (`minikafka.testing.plugin`, loaded wherever minikafka is installed): the fixtures
-  `minikafka_session`, `minikafka`, `minikafka_bootstrap`, `unique_topic`, `unique_group` and the
-  `minikafka` marker. `minikafka.testing.certs` makes test CAs and certificates for TLS listeners.
+  `minikafka_session`, `minikafka`, `minikafka_bootstrap`, `minikafka_reset` (the session broker reset before
+  the test: `Broker.reset()`), `unique_topic`, `unique_group` and the `minikafka` marker.
+  `minikafka.testing.certs` makes test CAs and certificates for TLS listeners.
 
 These names are imported on first use: pytest loads the plugin in every run wherever minikafka is
 installed, and a run that uses no minikafka fixture should not pay for importing the broker.

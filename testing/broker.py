@@ -19,8 +19,8 @@ freshly spawned interpreter. `logs()` holds every start's lines, `run_log()` the
 `alive` say where it runs and whether it still does.
 
 The control plane (`add_fault`, `faults`, `remove_fault`, `clear_faults`, `state`, `wait_for`,
-`wait_until_lso`, `advance_clock`, `clock`, `metrics`, `trace`) works in both modes: in-process it runs on
-the broker's event loop thread, in process mode it goes over the HTTP admin API. Crash points
+`wait_until_lso`, `advance_clock`, `clock`, `metrics`, `trace`, `delete_topic`, `reset`) works in both modes:
+in-process it runs on the broker's event loop thread, in process mode it goes over the HTTP admin API. Crash points
 (`add_crash_point`) kill the broker's process, so they need mode="process".
 """
 
@@ -605,6 +605,41 @@ class Broker:
             return self._running.call(move, self.timeout)
         return self._admin("POST", f"/cluster/partitions/{urllib.parse.quote(topic, safe='')}/{int(partition)}/leader",
                            {"node": node_id})
+
+    def delete_topic(self, name: str) -> bool:
+        """Delete one topic as DeleteTopics does (ACLs and delete.topic.enable aside: this is a test's clean-up
+        of its own topic); False when there was no such topic. Internal topics raise BrokerError."""
+        if isinstance(self._running, _InProcessBroker):
+            from minikafka.broker.control.admin_http import HttpError, delete_topic
+
+            def delete(server: BrokerServer) -> bool:
+                try:
+                    delete_topic(_services(server), name)
+                except HttpError as exc:
+                    if exc.status == 404:
+                        return False
+                    raise BrokerError(str(exc)) from None
+                return True
+
+            return self._running.call(delete, self.timeout)
+        try:
+            self._admin("DELETE", f"/topics/{urllib.parse.quote(name, safe='')}")
+        except KeyError:  # the admin API's 404
+            return False
+        return True
+
+    def reset(self) -> dict[str, Any]:
+        """Back to the first-start state without a restart, in a few milliseconds: every topic (and its files),
+        group, transactional id, producer state, ACL, dynamic config, fault rule, crash point and recorded
+        exchange gone; stopped nodes started again. The port, the cluster id, the config, the clock and open
+        connections stay (docs/testing.md, "Reset between tests", says what connected clients see). Returns
+        {"removed": {"topics": N, "groups": N, "transactional_ids": N}, "took_ms": T}."""
+        if isinstance(self._running, _InProcessBroker):
+            async def reset(server: BrokerServer) -> dict[str, Any]:
+                return await server.reset()
+
+            return self._running.call_async(reset, self.timeout)
+        return self._admin("POST", "/reset")
 
     def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 10.0) -> dict[str, Any]:
         """Poll `state()` until `predicate(state)` is true and return that state; TimeoutError (with the last

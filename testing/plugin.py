@@ -8,8 +8,13 @@ Fixtures:
 - `schema_registry_url`: the "http://127.0.0.1:PORT" of the schema registry (docs/schema-registry.md) of
   the test's `minikafka` broker if it uses one, else of the session broker (emptied before each test in
   in-process mode). A broker serves the registry only when a test asks for this fixture.
+- `minikafka_reset`: the session broker, reset to its first-start state (`Broker.reset()`) before this test:
+  a clean slate for the price of a few milliseconds, for tests that do not run concurrently with others
+  on the same broker.
 - `unique_topic`, `unique_group`: names no other test (or xdist worker) uses, for tests sharing the session
-  broker; `unique_name("prefix")` makes more.
+  broker; `unique_name("prefix")` makes more. After the test, its `unique_topic` is deleted from the session
+  broker, and the fault rules it added are removed: only its own, so tests running concurrently on the
+  same broker are not disturbed (a rule naming none of a test's names belongs to whichever test ends first).
 Options: `--minikafka-mode inprocess|process` (ini `minikafka_mode`), and ini `minikafka_config` (lines of
 `key=value`) for every broker the fixtures start; a marker's config wins over it.
 
@@ -26,8 +31,9 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import threading
 import warnings
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -138,21 +144,79 @@ def minikafka_session(request: pytest.FixtureRequest) -> Iterator[Broker]:
             del pytestconfig.stash[_session_broker_key]
 
 
+class SessionSharing:
+    """What each test sharing the session broker owns, so its clean-up touches nothing else: the names
+    `unique_name` made for it (topics, groups, transactional ids) while it runs. Tests may run
+    concurrently (threads, or async tests interleaved by a plugin), hence the lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owners: dict[str, object] = {}
+
+    def own(self, test: object, name: str) -> None:
+        with self._lock:
+            self._owners[name] = test
+
+    def release(self, test: object) -> None:
+        with self._lock:
+            self._owners = {name: owner for name, owner in self._owners.items() if owner is not test}
+
+    def owned_by_another(self, test: object, names: Iterable[object]) -> bool:
+        with self._lock:
+            return any(self._owners.get(name, test) is not test for name in names if isinstance(name, str))
+
+    @staticmethod
+    def fault_watermark(broker: Broker) -> int:
+        """The newest rule's id: the rules a test adds from now on have higher ones."""
+        return max((rule["id"] for rule in broker.faults()), default=0)
+
+    def remove_faults_of(self, test: object, broker: Broker, watermark: int) -> int:
+        """Remove the rules added since `watermark` that name no topic, group or transactional id another
+        running test owns; returns how many."""
+        removed = 0
+        for rule in broker.faults():
+            if rule["id"] > watermark and not self.owned_by_another(
+                    test, (rule["topic"], rule["group_id"], rule["transactional_id"])):
+                removed += broker.remove_fault(rule["id"])
+        return removed
+
+
+_sharing = SessionSharing()
+
+
+def _running_session_broker(request: pytest.FixtureRequest) -> Broker | None:
+    if not {"minikafka_session", "minikafka_bootstrap", "minikafka_reset"} & set(request.fixturenames):
+        return None
+    broker = request.config.stash.get(_session_broker_key, None)
+    # `alive` too: a session broker a crash point ended has nothing left to clean up.
+    return broker if broker is not None and broker.running and broker.alive else None
+
+
 @pytest.fixture(autouse=True)
 def _minikafka_session_faults_cleared(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Fault rules a test adds to the shared session broker end with that test, not in the next one."""
+    """Fault rules a test adds to the shared session broker end with that test, not in the next one; the
+    rules of tests still running stay (SessionSharing)."""
+    broker = _running_session_broker(request)
+    watermark = _sharing.fault_watermark(broker) if broker is not None else 0
     yield
-    if "minikafka_session" not in request.fixturenames:
-        return
-    broker = request.config.stash.get(_session_broker_key, None)
-    if broker is not None and broker.running:
-        broker.clear_faults()
+    broker = _running_session_broker(request)
+    if broker is not None:
+        _sharing.remove_faults_of(request.node, broker, watermark)
 
 
 @pytest.fixture
 def minikafka_bootstrap(minikafka_session: Broker) -> str:
     """The session broker's bootstrap servers, "127.0.0.1:PORT"."""
     return minikafka_session.bootstrap_servers
+
+
+@pytest.fixture
+def minikafka_reset(minikafka_session: Broker) -> Broker:
+    """The session broker, reset before this test: no topic, group, transaction, ACL, dynamic config or
+    fault rule left from earlier tests (Broker.reset()). Connections other fixtures keep open across tests
+    see what docs/testing.md, "Reset between tests", describes."""
+    minikafka_session.reset()
+    return minikafka_session
 
 
 @pytest.fixture
@@ -196,21 +260,29 @@ def _slug(text: str) -> str:
 
 
 @pytest.fixture
-def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
+def unique_name(request: pytest.FixtureRequest) -> Iterator[Callable[[str], str]]:
     """`unique_name("orders")` -> "orders-test_x-gw1-3-5f0c2a9e": test name, xdist worker, a counter, randomness."""
     test = _slug(request.node.name)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
 
     def make(prefix: str) -> str:
-        return f"{_slug(prefix)}-{test}-{worker}-{next(_names)}-{os.urandom(4).hex()}"
+        name = f"{_slug(prefix)}-{test}-{worker}-{next(_names)}-{os.urandom(4).hex()}"
+        _sharing.own(request.node, name)
+        return name
 
-    return make
+    yield make
+    _sharing.release(request.node)
 
 
 @pytest.fixture
-def unique_topic(unique_name: Callable[[str], str]) -> str:
-    """A topic name no other test uses, so tests can share the session broker."""
-    return unique_name("topic")
+def unique_topic(request: pytest.FixtureRequest, unique_name: Callable[[str], str]) -> Iterator[str]:
+    """A topic name no other test uses, so tests can share the session broker; the topic is deleted from the
+    session broker after the test (that topic alone)."""
+    name = unique_name("topic")
+    yield name
+    broker = _running_session_broker(request)
+    if broker is not None:
+        broker.delete_topic(name)
 
 
 @pytest.fixture

@@ -212,6 +212,13 @@ class ClientQuotaStore:
         for listener in tuple(self.listeners):
             listener()
 
+    def reset(self) -> None:
+        """No quota, as on an empty data directory (the broker reset): the file removed, listeners told."""
+        self.quotas = {}
+        self.path.unlink(missing_ok=True)
+        for listener in tuple(self.listeners):
+            listener()
+
     def _sorted(self) -> list[tuple[Entity, dict[str, float]]]:
         """By entity, a default (None) before the names of its type."""
         return sorted(self.quotas.items(), key=lambda item: [(kind, name is not None, name or "")

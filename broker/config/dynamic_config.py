@@ -195,6 +195,14 @@ class DynamicConfigStore:
                       groups=sorted(store.groups))
         return store
 
+    def reset(self) -> None:
+        """A broker reset: no dynamic broker, group or client-metrics config, the file gone; the static ones apply again
+        (the server hands `log_defaults()` to the logs)."""
+        self.brokers = {}
+        self.groups = {}
+        self.client_metrics = {}
+        self.path.unlink(missing_ok=True)
+
     # --- broker configs -----------------------------------------------------------------
 
     @property

@@ -23,6 +23,11 @@
     POST   /crash-points    body {"point": NAME}: the broker process dies as kill -9 would when a
                             transaction ending passes NAME (broker/control/crash_points.py) -> 201
     DELETE /crash-points    {"removed": N}
+    DELETE /topics/{name}   {"deleted": name}: the topic gone as DeleteTopics removes it (a test's clean-up of its
+                            own topic); 404 when there is none, 409 for an internal topic
+    POST   /reset           every topic, group, transaction, ACL, dynamic config, fault rule, crash point and
+                            recorded exchange gone, as on a first start, without a restart (BrokerServer.reset)
+                            -> 200 {"removed": {"topics": N, "groups": N, "transactional_ids": N}, "took_ms": T}
     GET    /metrics         Prometheus text format 0.0.4 (broker/observe/prometheus.py lists the metrics)
     GET    /trace?limit=N&api=A&client_id=C&topic=T
                             {"exchanges": [...]}: the flight recorder's newest request/response pairs,
@@ -92,6 +97,19 @@ class HttpError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+def delete_topic(services: BrokerServices, name: str) -> str:
+    """The control plane's DeleteTopics for one topic, past ACLs and delete.topic.enable (it is the test's
+    own clean-up); internal topics are refused."""
+    meta = services.logs.topic(name)
+    if meta is None:
+        raise HttpError(404, f"no topic {name[:249]!r}")
+    if meta.internal:
+        raise HttpError(409, f"{name} is an internal topic")
+    services.delete_topic(name)
+    _log.info("deleted topic", topic=name, by="control plane")
+    return name
 
 
 def _partition_state(log: Any) -> dict[str, Any]:
@@ -474,6 +492,11 @@ class AdminListener:
             return await self._wait_for_lso(urllib.parse.parse_qs(query_text))
         if path == "/cluster" or path.startswith("/cluster/"):
             return await self._cluster(method, path, body)
+        if path == "/reset":
+            self._allow(method, "POST")
+            if self.services.reset is None:
+                raise HttpError(503, "this broker cannot be reset")
+            return 200, await self.services.reset()
         if path == "/metrics":
             self._allow(method, "GET")
             from minikafka.broker.observe.prometheus import (  # prometheus_client takes ~0.1 s to import
@@ -616,6 +639,9 @@ class AdminListener:
             except FaultSpecError as exc:
                 raise HttpError(400, str(exc)) from None
             return 201, {"fault": rule.to_json()}
+        if path.startswith("/topics/"):
+            self._allow(method, "DELETE")
+            return 200, {"deleted": delete_topic(self.services, urllib.parse.unquote(path.removeprefix("/topics/")))}
         if path.startswith("/faults/"):
             self._allow(method, "GET", "DELETE")
             rule_id_text = path.removeprefix("/faults/")
@@ -629,7 +655,7 @@ class AdminListener:
             faults.remove(found.id)
             return 200, {"removed": 1}
         raise HttpError(404, f"no such resource {path[:80]!r}; see GET /health, /faults, /state, /clock, "
-                             "/crash-points, /metrics, /inspector, /trace, /schema-registry")
+                             "/crash-points, /metrics, /inspector, /trace, /topics/{name}, /reset, /schema-registry")
 
     def _schema_registry(self, method: str, path: str) -> tuple[int, Any]:
         registry = self.services.schema_registry

@@ -89,9 +89,7 @@ def _delete(ctx: RequestContext, meta: TopicMeta) -> None:
     if meta.internal:
         raise InvalidTopic(f"internal topic {meta.name} cannot be deleted")
     take_mutations(ctx, meta.partitions)
-    ctx.services.logs.delete_topic(meta.name)
-    ctx.services.cluster.forget_topic(meta.name)
-    ctx.services.groups.on_topic_deleted(meta.name)
+    ctx.services.delete_topic(meta.name)
     ctx.log.info("deleted topic", topic=meta.name, topic_id=str(meta.topic_id))
 
 

@@ -350,6 +350,14 @@ class FlightRecorder:
 
     # --- reading --------------------------------------------------------------------------------------
 
+    def reset(self) -> None:
+        """A broker reset: the ring emptied. The trace file and live /trace/stream subscribers go on, as
+        they record what happens from now on."""
+        with self._letting_go:
+            self.ring.clear()
+            self._whole.clear()
+            self._ring_bytes = self._whole_bytes = 0
+
     def recent(self, limit: int | None = None, *, api: str | None = None, client_id: str | None = None,
                topic: str | None = None) -> list[dict[str, Any]]:
         """The newest `limit` (None: all kept) exchanges that pass the filters, oldest first.

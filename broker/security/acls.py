@@ -217,6 +217,11 @@ class Authorizer:
             self._acls = [acl for acl in self._acls if acl not in gone]
             self._save()
 
+    def reset(self) -> None:
+        """A broker reset: no ACL (super.users and allow.everyone.if.no.acl.found are static and stay)."""
+        self._acls = []
+        self._path.unlink(missing_ok=True)
+
     def _save(self) -> None:
         document = {"acls": [asdict(acl) for acl in self._acls]}
         write_atomically(self._path, (json.dumps(document, indent=1) + "\n").encode())

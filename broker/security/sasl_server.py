@@ -86,6 +86,11 @@ class ScramCredentials:
             self._users.setdefault(user, {})[mechanism] = credential
         self._save()
 
+    def reset(self) -> None:
+        """Forget every credential and the file."""
+        self._users.clear()
+        self._path.unlink(missing_ok=True)
+
     def _save(self) -> None:
         def encoded(credential: ScramCredential) -> dict[str, object]:
             return {"salt": base64.b64encode(credential.salt).decode(),
@@ -108,12 +113,15 @@ class SaslServer:
     @classmethod
     def from_config(cls, properties: Mapping[str, str], data_dir: Path, now_ms: Callable[[], int]) -> SaslServer:
         credentials = ScramCredentials.load(data_dir)
-        seeded = [(user, mechanism, credential_from_password(mechanism, password))
-                  for user, password in _seed_users(properties.get("minikafka.scram.users", ""))
-                  for mechanism in SCRAM_MECHANISMS if credentials.get(user, mechanism) is None]
-        if seeded:
-            credentials.apply(seeded, [])
+        _seed(credentials, properties)
         return cls(properties, credentials, now_ms)
+
+    def reset(self) -> None:
+        """A broker reset: the SCRAM credentials AlterUserScramCredentials made are gone, those
+        minikafka.scram.users seeds are back. Connections already authenticated stay so, as Kafka keeps a
+        connection whose user's credentials are deleted until it authenticates again."""
+        self.credentials.reset()
+        _seed(self.credentials, self._properties)
 
     def enabled_mechanisms(self, listener_name: str) -> list[str]:
         value = _listener_setting(self._properties, listener_name, "sasl.enabled.mechanisms")
@@ -160,6 +168,15 @@ class SaslServer:
     def _jaas_users(self, listener_name: str, mechanism: str) -> dict[str, str]:
         options = jaas_options(self._jaas(listener_name, mechanism) or "")
         return {key[len("user_"):]: value for key, value in options.items() if key.startswith("user_")}
+
+
+def _seed(credentials: ScramCredentials, properties: Mapping[str, str]) -> None:
+    """The users `minikafka.scram.users` names, for every SCRAM mechanism, where not set already."""
+    seeded = [(user, mechanism, credential_from_password(mechanism, password))
+              for user, password in _seed_users(properties.get("minikafka.scram.users", ""))
+              for mechanism in SCRAM_MECHANISMS if credentials.get(user, mechanism) is None]
+    if seeded:
+        credentials.apply(seeded, [])
 
 
 def _seed_users(value: str) -> list[tuple[str, str]]:

@@ -204,6 +204,18 @@ class ClusterView:
                 for entry in json.loads(self._assignment_file.read_text())}
         self._drop_derived()
 
+    def reset(self) -> None:
+        """A broker reset: no partition leadership, replication factor or replica move kept (the topics are
+        gone). Nodes a test stopped are started again by the server, which owns their sockets."""
+        self._partitions.clear()
+        self._replication.clear()
+        self._assignments.clear()
+        if self._replication_file is not None:
+            self._replication_file.unlink(missing_ok=True)
+        if self._assignment_file is not None:
+            self._assignment_file.unlink(missing_ok=True)
+        self._drop_derived()
+
     def set_replication_factor(self, topic: str, factor: int) -> None:
         self._replication[topic] = factor
         self.forget_topic(topic, keep_replication=True)

@@ -339,6 +339,13 @@ class ClientQuotas:
         self.connection.refresh()
         self.any_enabled = any(manager.enabled for manager in self.managers())
 
+    def reset(self) -> None:
+        """Every quota and every sensor gone (the broker reset): the next request is measured afresh."""
+        for manager in self.managers():
+            manager.sensors.clear()
+        self.connection.rates.clear()
+        self.store.reset()
+
 
 def quota_user(session: Session) -> str:
     """The user a quota is looked up by: the principal's name (ANONYMOUS on an unauthenticated listener)."""

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.config.config import BrokerConfig
 from minikafka.broker.config.dynamic_config import DynamicConfigStore
@@ -67,6 +68,16 @@ class BrokerServices:
     node_control: NodeControl | None = None
     # The schema registry (broker/registry/), when `schema.registry.port` is set.
     schema_registry: SchemaRegistryControl | None = None
+    # The broker reset (BrokerServer.reset): every subsystem back to its first-start state, for the control
+    # plane's POST /reset; returns what was removed.
+    reset: Callable[[], Awaitable[dict[str, Any]]] | None = None
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic with what hangs on it: its leadership and its groups' offsets (DeleteTopics, and the
+        control plane's clean-up of one test's topic)."""
+        self.logs.delete_topic(name)
+        self.cluster.forget_topic(name)
+        self.groups.on_topic_deleted(name)
 
     def auto_create_topic(self, name: str) -> TopicMeta | None:
         """Create `name` with the broker defaults if auto-creation is on; None otherwise."""

@@ -25,6 +25,11 @@ class AppendWaiters:
                 if not future.done():
                     future.set_result(None)
 
+    def wake_all(self) -> None:
+        """A broker reset: every parked fetch answers now, from the state after the reset."""
+        for tp in list(self._waiting):
+            self.notify(tp)
+
     def notify(self, tp: TopicPartition) -> None:
         futures = self._waiting.pop(tp, None)
         if futures:

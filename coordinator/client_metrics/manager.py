@@ -155,6 +155,14 @@ class ClientMetricsManager:
         self.unknown_subscription_requests = 0
         self._instances: OrderedDict[uuid.UUID, ClientInstance] = OrderedDict()
 
+    def reset(self) -> None:
+        """No subscription and no client instance (the broker reset); the subscription version moves on, so a
+        client's next push names a subscription the broker no longer knows and it asks again."""
+        self.subscriptions.clear()
+        self.subscription_version += 1
+        self.unknown_subscription_requests = 0
+        self._instances.clear()
+
     # --- subscriptions ------------------------------------------------------------------------------------
 
     def update_subscription(self, name: str, properties: Mapping[str, str]) -> None:

@@ -64,7 +64,16 @@ class GroupCoordinator:
     def __init__(self, logs: LogManager, clock: Clock, config: GroupConfig | None = None) -> None:
         self.config = config or GroupConfig()
         self.clock = clock
-        self._metadata = GroupMetadataManager(logs, clock, self.config)
+        self._logs = logs
+        self._group_overrides: Callable[[str], Mapping[str, str]] | None = None
+        self._build(Timers(clock))
+        # False until `__consumer_offsets` is replayed: requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS.
+        self.loaded = False
+
+    def _build(self, timers: Timers) -> None:
+        """The parts, empty; `reset` builds them again around the same (running) timers."""
+        logs = self._logs
+        self._metadata = GroupMetadataManager(logs, self.clock, self.config, timers)
         self._classic = ClassicGroupEngine(self._metadata)
         self._offsets = OffsetMetadataManager(self._metadata, self._classic)
         self._admin = GroupAdmin(self._metadata)
@@ -79,8 +88,8 @@ class GroupCoordinator:
                                          self._consumer_records, self.config.consumer_migration_policy)
         self._consumer.upgrade = self._migration.upgrade
         self._consumer.downgrade = self._migration.downgrade
-        # False until `__consumer_offsets` is replayed: requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS.
-        self.loaded = False
+        if self._group_overrides is not None:
+            self._consumer.group_overrides = self._group_overrides
 
     # -- state the broker reads (admin HTTP, metrics, wiring) ----------------------------------
 
@@ -127,13 +136,29 @@ class GroupCoordinator:
         self._metadata.schedule_retention()
 
     async def close(self) -> None:
-        # As Kafka's onGroupUnloaded: members parked in a rebalance are told NOT_COORDINATOR now (they
-        # look for the coordinator again) instead of holding the shutdown until the rebalance times out.
+        self._unload_members()
+        await self._metadata.timers.close()
+
+    def _unload_members(self) -> None:
+        """As Kafka's onGroupUnloaded: members parked in a rebalance are told NOT_COORDINATOR now (they
+        look for the coordinator again) instead of waiting until the rebalance times out."""
         for group in self.groups.values():
             for member in group.members.values():
                 member.complete_join(JoinResult(ErrorCode.not_coordinator, member.member_id))
                 member.complete_sync(SyncResult(ErrorCode.not_coordinator))
-        await self._metadata.timers.close()
+
+    def reset(self) -> None:
+        """A broker reset: every group (classic and consumer), offset and timer gone, as on a first start
+        with `__consumer_offsets` not yet created. Members parked in a JoinGroup or SyncGroup are answered
+        NOT_COORDINATOR, as when a coordinator unloads; their next call finds no group (UNKNOWN_MEMBER_ID)
+        and they join a new one. The timers are shared with the transaction coordinator's marker retries,
+        which that coordinator's own reset drops as well."""
+        self._unload_members()
+        timers = self._metadata.timers
+        timers.clear()
+        self._build(timers)
+        self._metadata.schedule_retention()
+        self.loaded = True
 
     # -- classic membership --------------------------------------------------------------------
 
@@ -184,6 +209,7 @@ class GroupCoordinator:
 
     def use_group_configs(self, lookup: Callable[[str], Mapping[str, str]]) -> None:
         """Where the dynamic GROUP configs of a group come from (the broker's dynamic config store)."""
+        self._group_overrides = lookup
         self._consumer.group_overrides = lookup
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:

@@ -95,13 +95,13 @@ class ConsumerGroupStore(Protocol):
 
 
 class GroupMetadataManager:
-    def __init__(self, logs: LogManager, clock: Clock, config: GroupConfig) -> None:
+    def __init__(self, logs: LogManager, clock: Clock, config: GroupConfig, timers: Timers | None = None) -> None:
         self.config = config
         self.clock = clock
         self.topic = OffsetsTopic(logs, config.offsets_topic_num_partitions)
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
-        self.timers = Timers(clock)
+        self.timers = timers if timers is not None else Timers(clock)
         self.consumer_store: ConsumerGroupStore | None = None
 
     def now(self) -> int:

@@ -166,6 +166,17 @@ class ShareCoordinator:
             _log.info("loaded %d share-partition states from __share_group_state", len(self._persisted))
         self.loaded = True
 
+    def reset(self) -> None:
+        """A broker reset: no share group, session or share-partition state (`__share_group_state` goes with
+        the other topics); members of a group that is gone rejoin, as after an unknown member id."""
+        self.timers.clear()
+        self.engine.groups.clear()
+        self.partitions.clear()
+        self.sessions.clear()
+        self._persisted = {}
+        self._updates.clear()
+        self.loaded = True
+
     def start(self) -> None:
         self.timers.start()
 

@@ -154,6 +154,17 @@ class TransactionCoordinator:
         # False until `__transaction_state` is replayed: requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS.
         self.loaded = False
 
+    def reset(self) -> None:
+        """A broker reset: every transactional id forgotten, as on a first start with `__transaction_state`
+        not yet created. Marker jobs still scheduled find no transaction and end; their retries lived on the
+        shared timers, which the group coordinator's reset cleared. Producer ids are not handed out again:
+        the allocator keeps counting, so a producer connected across the reset never shares its id with a
+        new one."""
+        self.txns.clear()
+        self._placements.clear()
+        self._completions.clear()
+        self.loaded = True
+
     # --- __transaction_state ------------------------------------------------------------
 
     @property
