@@ -113,6 +113,8 @@ class InvalidClientMetricsConfig(KafkaError):
     """A client metrics subscription config Kafka's ClientMetricsConfigs.validate refuses with
     InvalidRequestException; its ConfigException and InvalidConfigurationException are INVALID_CONFIG."""
 
+    error_code = ErrorCode.invalid_request
+
 
 class ShareError(KafkaError):
     """The share-partition layer (coordinator/share) refuses an acknowledgement or a share session."""

@@ -473,7 +473,8 @@ def wire_frames(prefix: str) -> list[corpus.CorpusFrame]:
         TopicRequest,
     )
     from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
-    from minikafka.protocol.codec import encode_request
+    from minikafka.protocol.build import build
+    from minikafka.protocol.codec import encode_request, request_schema
 
     requests: list[Any] = [
         # Clients send SaslAuthenticate only after a SaslHandshake a SASL listener accepts; the recording
@@ -485,8 +486,63 @@ def wire_frames(prefix: str) -> list[corpus.CorpusFrame]:
         DescribeTopicPartitionsRequest(topics=(TopicRequest(name=f"{prefix}-a"),), response_partition_limit=1,
                                        cursor=Cursor(topic_name=f"{prefix}-a", partition_index=1)),
     ]
+    requests += [build(request_schema(key, version), **fields) for key, version, fields in _admin_and_share(prefix)]
     return [corpus.CorpusFrame.parse(corpus.WIRE_CLIENT, encode_request(index, request, corpus.WIRE_CLIENT)[4:])
             for index, request in enumerate(requests, start=1)]
+
+
+def _admin_and_share(prefix: str) -> list[tuple[int, int, dict[str, Any]]]:
+    """Issue 48's APIs, as the wire tests send them: confluent-kafka's ShareConsumer and its telemetry need a
+    share group or a subscription set up first, and the quota, log-dir and reassignment calls have no client
+    API in the recorded clients, so these stand in (one request per served version that differs)."""
+    topic_id = uuid.UUID(int=0x1234_5678_9ABC_DEF0_1234_5678_9ABC_DEF0)
+    acks = [{"first_offset": 0, "last_offset": 2, "acknowledge_types": [1]},
+            {"first_offset": 3, "last_offset": 4, "acknowledge_types": [2, 3]}]
+    share_topics = [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": acks}]}]
+    reassign = [{"name": f"{prefix}-a", "partitions": [{"partition_index": 0, "replicas": [1, 2]},
+                                                       {"partition_index": 1, "replicas": None}]}]
+    quota_entity = [{"entity_type": "client-id", "entity_name": f"{prefix}-client"},
+                    {"entity_type": "user", "entity_name": None}]
+    return [
+        (ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": [{"topic": f"{prefix}-a", "partitions": [0, 1]}]}),
+        (ApiKey.DESCRIBE_LOG_DIRS, 1, {"topics": None}),
+        (ApiKey.ELECT_LEADERS, 2, {"election_type": 0, "topic_partitions": [
+            {"topic": f"{prefix}-a", "partitions": [0, 1]}], "timeout_ms": 1000}),
+        (ApiKey.ELECT_LEADERS, 0, {"topic_partitions": None, "timeout_ms": 1000}),
+        (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 1, {"timeout_ms": 1000, "allow_replication_factor_change": False,
+                                                   "topics": reassign}),
+        (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 1000, "topics": reassign}),
+        (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 1000, "topics": None}),
+        (ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [{"entity_type": "client-id", "match_type": 0,
+                                                            "match": f"{prefix}-client"}], "strict": False}),
+        (ApiKey.ALTER_CLIENT_QUOTAS, 1, {"entries": [{"entity": quota_entity, "ops": [
+            {"key": "producer_byte_rate", "value": 1024.0, "remove": False},
+            {"key": "request_percentage", "value": 0.0, "remove": True}]}], "validate_only": True}),
+        (ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": uuid.UUID(int=0)}),
+        (ApiKey.PUSH_TELEMETRY, 0, {"client_instance_id": topic_id, "subscription_id": 7, "terminating": False,
+                                    "compression_type": 0, "metrics": b"\x0a\x00"}),
+        (ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": [16, 32]}),
+        (ApiKey.SHARE_GROUP_HEARTBEAT, 1, {"group_id": f"{prefix}-share", "member_id": "m" * 22, "member_epoch": 0,
+                                           "rack_id": None, "subscribed_topic_names": [f"{prefix}-a"]}),
+        (ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": [f"{prefix}-share"], "include_authorized_operations": True}),
+        (ApiKey.SHARE_FETCH, 2, {"group_id": f"{prefix}-share", "member_id": "m" * 22, "share_session_epoch": 0,
+                                 "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 500,
+                                 "batch_size": 500, "topics": share_topics, "forgotten_topics_data": []}),
+        (ApiKey.SHARE_FETCH, 1, {"group_id": f"{prefix}-share", "member_id": "m" * 22, "share_session_epoch": 1,
+                                 "max_wait_ms": 0, "max_records": 10, "batch_size": 10, "topics": share_topics,
+                                 "forgotten_topics_data": [{"topic_id": topic_id, "partitions": [1]}]}),
+        (ApiKey.SHARE_ACKNOWLEDGE, 2, {"group_id": f"{prefix}-share", "member_id": "m" * 22,
+                                       "share_session_epoch": 2, "is_renew_ack": False, "topics": share_topics}),
+        (ApiKey.SHARE_ACKNOWLEDGE, 1, {"group_id": f"{prefix}-share", "member_id": "m" * 22,
+                                       "share_session_epoch": -1, "topics": share_topics}),
+        (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": [{"group_id": f"{prefix}-share", "topics": [
+            {"topic_name": f"{prefix}-a", "partitions": [0]}]}]}),
+        (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, {"groups": [{"group_id": f"{prefix}-share", "topics": None}]}),
+        (ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": f"{prefix}-share", "topics": [
+            {"topic_name": f"{prefix}-a", "partitions": [{"partition_index": 0, "start_offset": 2}]}]}),
+        (ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": f"{prefix}-share", "topics": [
+            {"topic_name": f"{prefix}-a"}]}),
+    ]
 
 
 def coverage(frames: list[corpus.CorpusFrame]) -> dict[str, dict[str, list[int]]]:
