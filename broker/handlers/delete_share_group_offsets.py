@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from minikafka.broker.handlers._shared.common import response_of
-from minikafka.broker.handlers._shared.group import other_group_type, ownership_error
+from minikafka.broker.handlers._shared.share import offsets_refusal
 from minikafka.broker.wire.context import RequestContext
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 from minikafka.protocol.build import build
@@ -29,11 +29,9 @@ def _answer(request: Any, code: ErrorCode, message: str | None, topics: list[dic
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     shares = ctx.services.shares
-    error = ownership_error(ctx, request.group_id)
-    if error is not None:
-        return _answer(request, error, None, [])
-    if other_group_type(ctx, request.group_id):
-        return _answer(request, ErrorCode.group_id_not_found, f"Group {request.group_id} is not a share group.", [])
+    refusal = offsets_refusal(ctx, request.group_id)
+    if refusal is not None:
+        return _answer(request, *refusal, [])
     group = shares.group(request.group_id)
     if group is None:
         return _answer(request, ErrorCode.group_id_not_found, f"Group {request.group_id} not found.", [])

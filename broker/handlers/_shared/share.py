@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from minikafka.broker.handlers._shared.group import other_group_type, ownership_error
 from minikafka.broker.wire.errors import error_code_for, error_message_for
 from minikafka.protocol.errors import ErrorCode
 
@@ -79,4 +80,15 @@ def request_error(ctx: RequestContext, request: Any) -> tuple[ErrorCode, str] | 
         return ErrorCode.invalid_request, "MemberId must be set."
     if not ctx.services.shares.loaded:
         return ErrorCode.coordinator_load_in_progress, "the share coordinator is loading"
+    return None
+
+
+def offsets_refusal(ctx: RequestContext, group_id: str) -> tuple[ErrorCode, str | None] | None:
+    """Alter/DeleteShareGroupOffsets: a group another node coordinates, or a group of another type, refused
+    whole before its topics are looked at."""
+    error = ownership_error(ctx, group_id)
+    if error is not None:
+        return error, None
+    if other_group_type(ctx, group_id):
+        return ErrorCode.group_id_not_found, f"Group {group_id} is not a share group."
     return None
