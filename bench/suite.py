@@ -10,7 +10,9 @@ test by test (test 1 of every setup, then test 2...) so that a slow spell of the
 all of them; a setup's suite time is its tests' times plus its own start and stop. The setups:
 
 - `fresh:MODE`: a `minikafka.testing.Broker(mode=MODE)` started for the test and closed after it (MODE is
-  whatever `Broker` takes: inprocess, process, and any mode added later);
+  whatever `Broker` takes: inprocess, process, and any mode added later; process mode forks its brokers
+  from the fork server, `process-spawn` is process mode with `fork_server=False`, a `minikafka serve`
+  spawned per test);
 - `shared-reset:MODE`: one such broker for the whole suite, `Broker.reset()` before each test (its start
   counted in the suite's time);
 - `shared:MODE`: one broker for the whole suite and no reset, each test on its own names (what
@@ -42,7 +44,8 @@ from minikafka.testing import Broker
 import bench  # bench/ is the script's folder, so it is on sys.path
 
 DEADLINE_S = 60.0
-DEFAULT_SETUPS = ("fresh:inprocess", "fresh:process", "shared-reset:inprocess", "shared:inprocess", "tansu")
+DEFAULT_SETUPS = ("fresh:inprocess", "fresh:process", "fresh:process-spawn", "shared-reset:inprocess",
+                  "shared:inprocess", "tansu")
 
 
 def one_test(bootstrap: str, index: int, messages: int) -> None:
@@ -93,7 +96,8 @@ class Fresh(Setup):
         self.name, self.mode = f"fresh:{mode}", mode
 
     def run(self, index: int, messages: int) -> None:
-        with Broker(mode=self.mode) as broker:  # type: ignore[arg-type]  # any mode Broker takes
+        mode, spawned = self.mode.removesuffix("-spawn"), self.mode.endswith("-spawn")
+        with Broker(mode=mode, fork_server=False if spawned else None) as broker:  # type: ignore[arg-type]
             one_test(broker.bootstrap_servers, index, messages)
 
 
