@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--trace-records", action="store_true",
                        help="the trace also decodes every record of produced and fetched batches")
     serve.add_argument("--trace-api", action="append", default=[], metavar="API",
-                       help="trace only this API (Kafka's name, e.g. EndTxn); repeatable")
+                       help="trace only this API (Kafka's name, e.g. EndTxn, or SchemaRegistry); repeatable")
     serve.add_argument("--trace-client-id", action="append", default=[], metavar="ID",
                        help="trace only requests of this client id; repeatable")
     serve.add_argument("--trace-topic", action="append", default=[], metavar="TOPIC",

@@ -488,14 +488,18 @@ def _names(value: str) -> tuple[str, ...]:
     return tuple(name for name in (part.strip() for part in value.split(",")) if name)
 
 
+# The flight recorder's names for the HTTP services it records beside Kafka's APIs (its entries' "api").
+HTTP_TRACE_APIS = frozenset({"SchemaRegistry"})
+
+
 def _api_names(value: str) -> tuple[str, ...]:
     from minikafka.protocol.api_keys import api_key_by_name
 
     names = _names(value)
     for name in names:
-        if api_key_by_name(name) is None:
+        if api_key_by_name(name) is None and name not in HTTP_TRACE_APIS:
             raise ConfigError(f"minikafka.trace.apis: unknown Kafka API {name!r} (Kafka's names, such as Produce "
-                              "or EndTxn)")
+                              "or EndTxn, or SchemaRegistry)")
     return names
 
 

@@ -482,7 +482,9 @@ INSPECTOR_JS = r"""
     apis: new Set(), filters: { api: "", client_id: "", topic: "" },
   };
   const traceBody = () => byId("trace").querySelector("tbody");
-  const entryKey = (e) => e.connection_id + "/" + e.correlation_id + "/" + e.time_ms + "/" + e.api;
+  // Schema registry entries have no connection: their request_id tells them apart.
+  const entryKey = (e) =>
+    e.connection_id + "/" + e.correlation_id + "/" + e.time_ms + "/" + e.api + "/" + (e.request_id ?? "");
 
   function traceQuery(extra) {
     const query = new URLSearchParams();

@@ -8,6 +8,15 @@ An entry (one line of `--trace FILE`, one element of GET /trace, one event of GE
      "outcome": "answered" | "no_response" | "closed", "close_reason": "..." (closed only),
      "topics": [...], "errors": ["NOT_COORDINATOR", ...], "request": {...}, "response": {...}}
 
+A request to the schema registry (broker/registry/) is an entry of its own, told apart by its "api":
+
+    {"time": ..., "time_ms": ..., "api": "SchemaRegistry", "request_id": 12, "peer": "127.0.0.1:51240",
+     "method": "GET", "path": "/subjects/orders-value/versions/1", "route": "GET /subjects/{s}/versions/{v}",
+     "status": 404, "error_code": 40401, "latency_ms": 0.21, "topics": [], "errors": ["40401"]}
+
+"request_id" counts the recorder's HTTP entries (they have no connection or correlation id). The api filter
+takes "SchemaRegistry"; a client id or topic filter leaves these entries out.
+
 A PushTelemetry exchange (KIP-714) also has "telemetry": the pushed OpenTelemetry metrics decoded,
 {"resource": {...}, "points": N, "metrics": [{"name", "value", "attributes"}, ...]} (the first 200), or
 {"error": "INVALID_RECORD", "reason": "..."} for a payload that does not decode.
@@ -63,7 +72,8 @@ from collections.abc import Callable
 from typing import IO, Any
 
 import structlog
-from minikafka.broker.wire.hooks import CLOSED, Exchange
+from minikafka.broker.config.config import HTTP_TRACE_APIS
+from minikafka.broker.wire.hooks import CLOSED, Exchange, HttpExchange
 from minikafka.broker.wire.services import BrokerServices
 from minikafka.protocol.api_keys import ApiKey, api_key_by_name, kafka_api_name
 from minikafka.protocol.render import Walk, has_records, plan_of, regions_of, render_body, snapshot
@@ -88,7 +98,7 @@ class _Kept:
 
     __slots__ = ("__weakref__", "exchange", "weight", "whole")
 
-    def __init__(self, exchange: Exchange, weight: int, whole: bool) -> None:
+    def __init__(self, exchange: Exchange | HttpExchange, weight: int, whole: bool) -> None:
         self.exchange = exchange
         self.weight = weight  # wire bytes counted against the ring's budgets
         self.whole = whole
@@ -101,17 +111,22 @@ class TraceClosed(Exception):
 class TraceFilter:
     """Which exchanges a reader wants: any of `apis`, `client_ids`, `topics` (each empty: all)."""
 
-    __slots__ = ("api_keys", "client_ids", "topics")
+    __slots__ = ("api_keys", "client_ids", "filters_apis", "services", "topics")
 
     def __init__(self, apis: tuple[str, ...] | list[str] = (), client_ids: tuple[str, ...] | list[str] = (),
                  topics: tuple[str, ...] | list[str] = ()) -> None:
         keys = set()
+        self.services = HTTP_TRACE_APIS.intersection(apis)
         for name in apis:
+            if name in HTTP_TRACE_APIS:
+                continue
             key = api_key_by_name(name)
             if key is None:
-                raise ValueError(f"unknown Kafka API {name!r} (use Kafka's names, such as Produce or EndTxn)")
+                raise ValueError(f"unknown Kafka API {name!r} (use Kafka's names, such as Produce or EndTxn, "
+                                 "or SchemaRegistry)")
             keys.add(key)
         self.api_keys = frozenset(keys)
+        self.filters_apis = bool(self.api_keys or self.services)
         self.client_ids = frozenset(client_ids)
         self.topics = frozenset(topics)
 
@@ -120,9 +135,12 @@ class TraceFilter:
         return cls(() if api is None else (api,), () if client_id is None else (client_id,),
                    () if topic is None else (topic,))
 
-    def passes_header(self, exchange: Exchange) -> bool:
+    def passes_header(self, exchange: Exchange | HttpExchange) -> bool:
         """The checks that need no rendering."""
-        return ((not self.api_keys or exchange.api_key in self.api_keys)
+        if isinstance(exchange, HttpExchange):
+            # HTTP requests carry no client id: a reader asking for one is not asking for them.
+            return (not self.filters_apis or exchange.service in self.services) and not self.client_ids
+        return ((not self.filters_apis or exchange.api_key in self.api_keys)
                 and (not self.client_ids or exchange.client_id in self.client_ids))
 
     def passes_topics(self, topics: list[str]) -> bool:
@@ -135,11 +153,11 @@ class TraceSubscription:
     def __init__(self, recorder: FlightRecorder, maxsize: int, wanted: TraceFilter) -> None:
         self._recorder = recorder
         self.wanted = wanted
-        self.queue: asyncio.Queue[Exchange | None] = asyncio.Queue(maxsize)
+        self.queue: asyncio.Queue[Exchange | HttpExchange | None] = asyncio.Queue(maxsize)
         self.dropped = 0
         self.closed = False
 
-    def offer(self, exchange: Exchange) -> None:
+    def offer(self, exchange: Exchange | HttpExchange) -> None:
         if self.closed or not self.wanted.passes_header(exchange):
             return
         if self.queue.full():
@@ -189,7 +207,8 @@ class FlightRecorder:
         self.file_filter = TraceFilter(apis, client_ids, topics)
         self.resolve_topic = resolve_topic
         self._subscribers: list[TraceSubscription] = []
-        self._render_failures: set[int] = set()  # API keys whose trace line failed to render, logged once
+        self._render_failures: set[str] = set()  # APIs whose trace line failed to render, logged once
+        self._http_requests = 0  # HTTP entries so far, their "request_id"
         self._out: IO[str] | None = None
         if trace_file == "-":
             self._out = sys.stdout
@@ -209,6 +228,18 @@ class FlightRecorder:
             offered = self._stripped(exchange)[0] if holds_records else exchange
             for subscriber in tuple(self._subscribers):
                 subscriber.offer(offered)
+        if self._out is not None and self.file_filter.passes_header(exchange):
+            self._trace(exchange)
+
+    def observe_http(self, exchange: HttpExchange) -> None:
+        """A request to an HTTP service of the broker (the schema registry): kept, offered and traced as
+        exchanges are, but rendered as an entry of its own (see the module docstring)."""
+        self._http_requests += 1
+        exchange.request_id = self._http_requests
+        if self.ring_size:
+            self._keep(_Kept(exchange, len(exchange.path), False))
+        for subscriber in tuple(self._subscribers):
+            subscriber.offer(exchange)
         if self._out is not None and self.file_filter.passes_header(exchange):
             self._trace(exchange)
 
@@ -236,6 +267,7 @@ class FlightRecorder:
 
     def _reduce(self, kept: _Kept) -> None:
         """Cut a whole exchange (already out of `_whole`) down to its batch summaries."""
+        assert isinstance(kept.exchange, Exchange), "only Kafka exchanges hold record batches"
         kept.exchange, record_bytes = self._stripped(kept.exchange)
         kept.weight = max(kept.weight - record_bytes, 0)
         kept.whole = False
@@ -245,6 +277,8 @@ class FlightRecorder:
         """Ask the log segments behind the answer's file regions to say when they close: the newest exchange
         is kept whole whatever comes after it, and a Fetch from a topic deleted next would otherwise keep
         its segments' descriptors, and their disk space, until other record-holding exchanges came."""
+        if not isinstance(kept.exchange, Exchange):
+            return
         response = kept.exchange.response
         if response is None or not has_records(type(response)):
             return
@@ -260,7 +294,7 @@ class FlightRecorder:
         # At shutdown the logs close on several threads at once (storage/manager.py), each telling its holders.
         with self._letting_go:
             kept = kept_ref()
-            if kept is None or not kept.whole:
+            if kept is None or not kept.whole or not isinstance(kept.exchange, Exchange):
                 return
             self._whole.remove(kept)
             self._whole_bytes -= kept.weight
@@ -290,15 +324,16 @@ class FlightRecorder:
         values[_RESPONSE] = response
         return Exchange(*values), walk.records_bytes
 
-    def _trace(self, exchange: Exchange) -> None:
+    def _trace(self, exchange: Exchange | HttpExchange) -> None:
         try:
             entry = self.render(exchange, decode_records=self.decode_records)
         except Exception:
             # A body this renderer gets wrong must not cost the ring and the rest of the trace (an observer
             # that raises is removed); said once per API so a steady stream of them does not flood the log.
-            if exchange.api_key not in self._render_failures:
-                self._render_failures.add(exchange.api_key)
-                _log.exception("trace line could not be rendered; left out", api=kafka_api_name(exchange.api_key))
+            api = exchange.service if isinstance(exchange, HttpExchange) else kafka_api_name(exchange.api_key)
+            if api not in self._render_failures:
+                self._render_failures.add(api)
+                _log.exception("trace line could not be rendered; left out", api=api)
             return
         if not self.file_filter.passes_topics(entry["topics"]):
             return
@@ -312,8 +347,10 @@ class FlightRecorder:
 
     # --- rendering ------------------------------------------------------------------------------------
 
-    def render(self, exchange: Exchange, *, decode_records: bool = False) -> dict[str, Any]:
+    def render(self, exchange: Exchange | HttpExchange, *, decode_records: bool = False) -> dict[str, Any]:
         """The JSON-ready entry of `exchange` (see the module docstring)."""
+        if isinstance(exchange, HttpExchange):
+            return render_http(exchange)
         topics: set[str] = set()
         errors: set[str] = set()
         request = self._body(exchange.request, topics, errors, decode_records)
@@ -405,6 +442,15 @@ class FlightRecorder:
                 out.flush()
             else:
                 out.close()
+
+
+def render_http(exchange: HttpExchange) -> dict[str, Any]:
+    """The entry of a request to an HTTP service (see the module docstring)."""
+    return {"time": iso_time(exchange.time_ms), "time_ms": exchange.time_ms, "api": exchange.service,
+            "request_id": exchange.request_id, "peer": exchange.peer, "method": exchange.method,
+            "path": exchange.path, "route": exchange.route, "status": exchange.status,
+            "error_code": exchange.error_code, "latency_ms": round(exchange.latency_ns / 1e6, 3),
+            "topics": [], "errors": [] if exchange.error_code is None else [str(exchange.error_code)]}
 
 
 # A pushed payload is decoded for the trace up to this size, and this many of its points are shown.

@@ -48,6 +48,7 @@ class Request:
     query: dict[str, str]
     headers: dict[str, str]
     body: bytes
+    peer: str = ""  # the client's "host:port", for the flight recorder
 
 
 @dataclass
@@ -191,7 +192,12 @@ class HttpServer:
         body = await _read_body(reader, headers)
         path, _, query_text = target.partition("?")
         query = {key: values[-1] for key, values in urllib.parse.parse_qs(query_text, keep_blank_values=True).items()}
-        return Request(method, path, query, headers, body)
+        return Request(method, path, query, headers, body, _peer(writer))
+
+
+def _peer(writer: asyncio.StreamWriter) -> str:
+    address = writer.get_extra_info("peername")
+    return f"{address[0]}:{address[1]}" if isinstance(address, tuple) and len(address) >= 2 else ""
 
 
 def _parse_head(head: bytes) -> tuple[str, str, dict[str, str]]:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from minikafka.broker.registry.api import RegistryApi
 from minikafka.broker.registry.http import Authenticator, HttpServer, Request, Response
+from minikafka.broker.wire.hooks import HttpExchange
 from minikafka.coordinator.schemas.registry import SchemaRegistry
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ class SchemaRegistryService:
         # The newest exchanges, oldest first, for the inspector and GET /schema-registry on the admin API.
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_EXCHANGES)
         self._now_ms = services.clock.now_ms
+        self._services = services  # its recorder can be turned on after the registry starts (a reset)
 
     @property
     def port(self) -> int:
@@ -87,9 +89,14 @@ class SchemaRegistryService:
         route = _route_name(request)
         self.requests[(route, response.status)] += 1
         error_code = response.body.get("error_code") if isinstance(response.body, dict) else None
-        self.recent.append({"time_ms": self._now_ms(), "method": request.method, "path": request.path[:200],
+        exchange = HttpExchange("SchemaRegistry", self._now_ms(), request.peer, request.method, request.path[:200],
+                                route, response.status, error_code, time.perf_counter_ns() - started)
+        self.recent.append({"time_ms": exchange.time_ms, "method": exchange.method, "path": exchange.path,
                             "route": route, "status": response.status, "error_code": error_code,
-                            "latency_ms": round((time.perf_counter_ns() - started) / 1e6, 3)})
+                            "latency_ms": round(exchange.latency_ns / 1e6, 3)})
+        recorder = self._services.recorder
+        if recorder is not None:
+            recorder.observe_http(exchange)
         return response
 
     def snapshot(self) -> dict[str, Any]:

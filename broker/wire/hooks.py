@@ -57,6 +57,23 @@ class Exchange:
 ExchangeObserver = Callable[[Exchange], None]
 
 
+@dataclass(slots=True)
+class HttpExchange:
+    """One request to an HTTP service the broker serves beside Kafka (the schema registry), for the flight
+    recorder; `service` is what its trace entries show as "api" ("SchemaRegistry")."""
+
+    service: str
+    time_ms: int
+    peer: str
+    method: str
+    path: str
+    route: str  # the path without its subject, version or id: "GET /subjects/{s}/versions"
+    status: int
+    error_code: int | None  # the Confluent error code of an error answer
+    latency_ns: int
+    request_id: int = 0  # numbered by the flight recorder as it takes them
+
+
 class WireTap(Protocol):
     def connection_opened(self, connection_id: int, client: tuple[str, int], broker: tuple[str, int]) -> None: ...
 
@@ -163,6 +180,8 @@ class SchemaRegistryControl(Protocol):
 
 class Recorder(Protocol):
     def observe(self, exchange: Exchange) -> None: ...
+
+    def observe_http(self, exchange: HttpExchange) -> None: ...
 
     def reset(self) -> None: ...
 

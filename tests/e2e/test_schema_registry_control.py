@@ -1,14 +1,19 @@
 """The schema registry seen from the control plane: the inspector's state, /metrics, the newest requests,
-and a reset between tests."""
+the flight recorder, and a reset between tests."""
 
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
+from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from minikafka.testing import Broker
+
+from tests.support.waiting import poll_until
 
 RECORD = json.dumps({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})
 
@@ -52,3 +57,48 @@ def test_in_process_reset(schema_registry_url: str, minikafka_session: Broker) -
     client.register_schema("x", Schema(RECORD, "AVRO"))
     minikafka_session.reset_schema_registry()
     assert SchemaRegistryClient({"url": schema_registry_url}).get_subjects() == []
+
+
+def _registry(broker: Broker, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    assert broker.schema_registry_url is not None
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(broker.schema_registry_url + path, method=method, data=data,
+                                     headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+def test_registry_requests_in_the_flight_recorder(tmp_path: Path) -> None:
+    trace_file = tmp_path / "trace.jsonl"
+    serve_args = ("--trace", str(trace_file), "--trace-api", "SchemaRegistry", "--admin-port", "0")
+    with Broker(mode="process", schema_registry=True, data_dir=tmp_path / "data", serve_args=serve_args) as broker:
+        status, _ = _registry(broker, "POST", "/subjects/traced-value/versions", {"schema": RECORD})
+        assert status == 200
+        status, refused = _registry(broker, "GET", "/subjects/no-such-subject/versions/1")
+        assert (status, refused["error_code"]) == (404, 40401)
+        AdminClient({"bootstrap.servers": broker.bootstrap_servers}).list_topics(timeout=10)  # a Kafka exchange
+
+        register, unknown = broker.trace(api="SchemaRegistry")
+        assert register["method"] == "POST" and register["path"] == "/subjects/traced-value/versions"
+        assert (register["route"], register["status"], register["error_code"]) == \
+            ("POST /subjects/{s}/versions", 200, None)
+        assert (unknown["route"], unknown["status"], unknown["error_code"], unknown["errors"]) == \
+            ("GET /subjects/{s}/versions/{v}", 404, 40401, ["40401"])
+        assert unknown["request_id"] == register["request_id"] + 1
+        assert unknown["peer"].startswith("127.0.0.1:") and unknown["latency_ms"] >= 0
+        everything = broker.trace()
+        assert {"SchemaRegistry", "Metadata"} <= {entry["api"] for entry in everything}
+        assert all("api_key" in entry for entry in everything if entry["api"] != "SchemaRegistry")
+        metadata = broker.trace(api="Metadata")
+        assert metadata and all(entry["api"] == "Metadata" for entry in metadata)
+        assert broker.trace(topic="traced-value") == []  # registry entries name no topic
+        assert broker.trace(client_id="anyone") == []
+
+        # The trace file's API filter lets the registry's requests through and no Kafka exchange.
+        lines = poll_until(lambda: (lambda found: found if len(found) >= 2 else None)(
+            [json.loads(line) for line in trace_file.read_text().splitlines()] if trace_file.exists() else []),
+            timeout=20, message="registry requests in the trace file")
+        assert [(line["api"], line["status"]) for line in lines] == [("SchemaRegistry", 200), ("SchemaRegistry", 404)]
