@@ -4,6 +4,7 @@ the flight recorder, and a reset between tests."""
 from __future__ import annotations
 
 import json
+import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -13,6 +14,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from minikafka.testing import Broker
 
+from tests.e2e.test_trace import EventReader
 from tests.support.waiting import poll_until
 
 RECORD = json.dumps({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})
@@ -97,8 +99,22 @@ def test_registry_requests_in_the_flight_recorder(tmp_path: Path) -> None:
         assert broker.trace(topic="traced-value") == []  # registry entries name no topic
         assert broker.trace(client_id="anyone") == []
 
+        # GET /trace/stream offers them to its readers too.
+        assert broker.admin_url is not None
+        host, port = broker.admin_url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=20) as sock:
+            sock.sendall(b"GET /trace/stream?api=SchemaRegistry HTTP/1.1\r\nHost: x\r\n\r\n")
+            stream = EventReader(sock)
+            stream.read_until(lambda: b"\r\n\r\n" in stream.buffer)
+            assert stream.head.startswith(b"HTTP/1.1 200")
+            assert _registry(broker, "GET", "/subjects")[1] == ["traced-value"]
+            stream.read_until(lambda: len(stream.events()) >= 1)
+            assert [(e["api"], e["route"], e["status"]) for e in stream.events()] == \
+                [("SchemaRegistry", "GET /subjects", 200)]
+
         # The trace file's API filter lets the registry's requests through and no Kafka exchange.
-        lines = poll_until(lambda: (lambda found: found if len(found) >= 2 else None)(
+        lines = poll_until(lambda: (lambda found: found if len(found) >= 3 else None)(
             [json.loads(line) for line in trace_file.read_text().splitlines()] if trace_file.exists() else []),
             timeout=20, message="registry requests in the trace file")
-        assert [(line["api"], line["status"]) for line in lines] == [("SchemaRegistry", 200), ("SchemaRegistry", 404)]
+        assert [(line["api"], line["status"]) for line in lines] == \
+            [("SchemaRegistry", 200), ("SchemaRegistry", 404), ("SchemaRegistry", 200)]
