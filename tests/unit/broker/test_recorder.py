@@ -14,7 +14,7 @@ import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import schema_name_map
 from minikafka.broker.observe.recorder import FlightRecorder, TraceClosed, iso_time
-from minikafka.broker.wire.hooks import ANSWERED, CLOSED, Exchange
+from minikafka.broker.wire.hooks import ANSWERED, CLOSED, Exchange, HttpExchange
 from minikafka.protocol.api_keys import ApiKey, api_key_by_name, kafka_api_name
 from minikafka.protocol.build import build
 from minikafka.protocol.records import Compression, ControlType, Record, build_batch, build_control_batch
@@ -361,6 +361,40 @@ def test_subscriptions() -> None:
         with pytest.raises(TraceClosed):
             await produce_only.get()
         assert recorder.recent() == []
+
+    asyncio.run(run())
+
+
+def _registry_request(path: str, status: int = 200, error_code: int | None = None) -> HttpExchange:
+    return HttpExchange("SchemaRegistry", 1_700_000_000_123, "127.0.0.1:40001", "GET", path, "GET /subjects",
+                        status, error_code, 250_000)
+
+
+def test_schema_registry_requests_share_the_ring_filters_subscribers_and_file(tmp_path: Path) -> None:
+    async def run() -> None:
+        trace_file = tmp_path / "trace.jsonl"
+        recorder = _recorder(ring_size=3, trace_file=str(trace_file), apis=("SchemaRegistry",))
+        registry_only = recorder.subscribe(api="SchemaRegistry")
+        metadata = build(load_request_schema(ApiKey.METADATA, 12), topics=[{"name": "a"}])
+        recorder.observe(_exchange(ApiKey.METADATA, 12, metadata, correlation_id=1))
+        recorder.observe_http(_registry_request("/subjects"))
+        recorder.observe_http(_registry_request("/subjects/x/versions/1", 404, 40401))
+        recorder.observe(_exchange(ApiKey.METADATA, 12, metadata, correlation_id=2))
+        # Kafka entries look as they always did; registry entries are told apart by their api.
+        kafka, registry = recorder.recent(api="Metadata"), recorder.recent(api="SchemaRegistry")
+        assert [e["correlation_id"] for e in kafka] == [2] and "request_id" not in kafka[0]
+        assert registry[-1] == {
+            "time": "2023-11-14T22:13:20.123Z", "time_ms": 1_700_000_000_123, "api": "SchemaRegistry",
+            "request_id": 2, "peer": "127.0.0.1:40001", "method": "GET", "path": "/subjects/x/versions/1",
+            "route": "GET /subjects", "status": 404, "error_code": 40401, "latency_ms": 0.25, "topics": [],
+            "errors": ["40401"]}
+        assert [e["api"] for e in recorder.recent()] == ["SchemaRegistry", "SchemaRegistry", "Metadata"]  # ring 3
+        assert recorder.recent(topic="a") == [kafka[0]] and recorder.recent(client_id="c") == kafka
+        assert [(await registry_only.get())["status"] for _ in range(2)] == [200, 404]
+        recorder.close()
+        lines = [json.loads(line) for line in trace_file.read_text().splitlines()]
+        assert [(line["api"], line["path"]) for line in lines] == [
+            ("SchemaRegistry", "/subjects"), ("SchemaRegistry", "/subjects/x/versions/1")]
 
     asyncio.run(run())
 
