@@ -172,7 +172,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = _defs(
     ("minikafka.trace.records", "boolean", "false",
      "minikafka: the trace also decodes every record of produced and fetched batches. `--trace-records`."),
     ("minikafka.trace.apis", "list", "",
-     "minikafka: trace only these APIs (Kafka's names, e.g. Produce,EndTxn); empty: all. `--trace-api`."),
+     "minikafka: trace only these APIs (Kafka's names, e.g. Produce,EndTxn, or SchemaRegistry); empty: all. "
+     "`--trace-api`."),
     ("minikafka.trace.client.ids", "list", "", "minikafka: trace only requests from these client ids."),
     ("minikafka.trace.topics", "list", "", "minikafka: trace only requests naming one of these topics."),
     ("minikafka.trace.ring.size", "int", "1000",
