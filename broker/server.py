@@ -396,9 +396,10 @@ class BrokerServer:
     async def reset(self) -> dict[str, Any]:
         """Back to the first-start state without a restart (Broker.reset(), POST /reset): no topic (internal
         ones included: the coordinators create them again when first used, as after a first start), group,
-        transactional id, producer state, ACL, dynamic config, SCRAM credential beyond the configured ones,
-        fault rule, crash point or recorded exchange; every stopped node started again. Kept: the listeners
-        and their ports, the cluster id, the static config, the clock, the metrics, the producer id
+        share group, transactional id, producer state, ACL, dynamic config, client quota, client metrics
+        subscription or instance, schema registry subject, replica move, SCRAM credential beyond the
+        configured ones, fault rule, crash point or recorded exchange; every stopped node started again.
+        Kept: the listeners and their ports, the cluster id, the static config, the clock, the metrics, the producer id
         counter (a producer connected across the reset never shares its id with a new one), and open
         connections: their next requests are answered as a fresh broker would answer them (docs/testing.md,
         "Reset between tests"). Returns what was removed and how long the reset took."""
