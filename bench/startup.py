@@ -1,6 +1,6 @@
 """Start-up to the first ApiVersions answer, by mode, as issue 50 states its targets:
 
-    .venv/bin/python bench/startup.py [--starts N]
+    .venv/bin/python bench/startup.py [--starts N] [--rows forked-later,serve,...]
 
 - inprocess fresh: a fresh interpreter from `import minikafka.testing` to the first answer of its first
   `Broker()` (target 150 ms);
@@ -205,39 +205,56 @@ def _report(name: str, what: str, runs: list[tuple[float, float]], target_ms: fl
     print(line)
 
 
+ROWS = ("floor", "imports", "inprocess-fresh", "inprocess-later", "spawn", "forked-first", "forked-later", "serve")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--starts", type=int, default=10, help="starts measured per mode (default 10)")
+    parser.add_argument("--rows", default=",".join(ROWS),
+                        help=f"the rows to measure, of {','.join(ROWS)} (default all)")
     args = parser.parse_args()
+    rows = {row.strip() for row in args.rows.split(",") if row.strip()}
+    if unknown := rows - set(ROWS):
+        parser.error(f"unknown rows: {', '.join(sorted(unknown))}")
     starts = args.starts
     print(f"bytecode of minikafka's modules: {_bytecode_state()}; load average {os.getloadavg()[0]:.2f} on "
           f"{os.cpu_count()} cores")
-    floor = [_interpreter_floor() for _ in range(starts)]
-    print(f"{'floor':22} python importing asyncio, uvloop and structlog, over {starts} runs: median "
-          f"{statistics.median([wall for wall, _cpu in floor]):.1f} ms wall, "
-          f"{statistics.median([cpu for _wall, cpu in floor]):.0f} ms CPU")
-    imports = [_import_profile() for _ in range(starts)]
-    print(f"{'imports':22} the broker's modules in a fresh interpreter, over {starts} runs: median "
-          f"{statistics.median([total for total, _dc, _n in imports]):.1f} ms, of which creating its "
-          f"{imports[0][2]} dataclasses {statistics.median([dc for _t, dc, _n in imports]):.1f} ms")
-    fresh = [_fresh_interpreter_start("inprocess") for _ in range(starts)]
-    _report("inprocess fresh", "import minikafka.testing to the first answer", fresh, 150)
-    _start_to_first_answer("inprocess")  # the warm-up start: later starts are measured after it
-    later = [_start_to_first_answer("inprocess") for _ in range(starts)]
-    _report("inprocess later", "Broker().start() to the first answer", later, 20)
-    spawned = [_start_to_first_answer("process", fork_server=False if forkserver else None) for _ in range(starts)]
-    _report("process spawn", "fork_server=False", spawned, None)
+    if "floor" in rows:
+        floor = [_interpreter_floor() for _ in range(starts)]
+        print(f"{'floor':22} python importing asyncio, uvloop and structlog, over {starts} runs: median "
+              f"{statistics.median([wall for wall, _cpu in floor]):.1f} ms wall, "
+              f"{statistics.median([cpu for _wall, cpu in floor]):.0f} ms CPU")
+    if "imports" in rows:
+        imports = [_import_profile() for _ in range(starts)]
+        print(f"{'imports':22} the broker's modules in a fresh interpreter, over {starts} runs: median "
+              f"{statistics.median([total for total, _dc, _n in imports]):.1f} ms, of which creating its "
+              f"{imports[0][2]} dataclasses {statistics.median([dc for _t, dc, _n in imports]):.1f} ms")
+    if "inprocess-fresh" in rows:
+        fresh = [_fresh_interpreter_start("inprocess") for _ in range(starts)]
+        _report("inprocess fresh", "import minikafka.testing to the first answer", fresh, 150)
+    if "inprocess-later" in rows:
+        _start_to_first_answer("inprocess")  # the warm-up start: later starts are measured after it
+        later = [_start_to_first_answer("inprocess") for _ in range(starts)]
+        _report("inprocess later", "Broker().start() to the first answer", later, 20)
+    if "spawn" in rows:
+        spawned = [_start_to_first_answer("process", fork_server=False if forkserver else None)
+                   for _ in range(starts)]
+        _report("process spawn", "fork_server=False", spawned, None)
     if forkserver is not None and forkserver.supported():
-        first = [_fresh_interpreter_start("process") for _ in range(starts)]
-        _report("process forked first", "a fresh interpreter's first, the fork server's start included", first,
-                None)
-        _start_to_first_answer("process", fork_server=True)
-        forkserver.shared_server().prepare()
-        _queued.clear()  # the warm-up start's
-        forked = [_start_to_first_answer("process", fork_server=True) for _ in range(starts)]
-        _report("process forked later", "from the fork server", forked, 20)
-    served = [_serve_to_first_answer() for _ in range(starts)]
-    _report("serve", "python -m minikafka.broker serve to the first answer", served, 200)
+        if "forked-first" in rows:
+            first = [_fresh_interpreter_start("process") for _ in range(starts)]
+            _report("process forked first", "a fresh interpreter's first, the fork server's start included",
+                    first, None)
+        if "forked-later" in rows:
+            _start_to_first_answer("process", fork_server=True)
+            forkserver.shared_server().prepare()
+            _queued.clear()  # the warm-up start's
+            forked = [_start_to_first_answer("process", fork_server=True) for _ in range(starts)]
+            _report("process forked later", "from the fork server", forked, 20)
+    if "serve" in rows:
+        served = [_serve_to_first_answer() for _ in range(starts)]
+        _report("serve", "python -m minikafka.broker serve to the first answer", served, 200)
     return 0
 
 

@@ -28,7 +28,7 @@ from minikafka.broker.config.config import BrokerConfig, ConfigError, Listener, 
 from minikafka.broker.config.dynamic_config import DynamicConfigStore
 from minikafka.broker.control.crash_points import CrashPoints, crash_points_of
 from minikafka.broker.control.faults import FaultTable, fault_table
-from minikafka.broker.handlers import all_handler_modules
+from minikafka.broker.handlers import HANDLER_INDEX
 from minikafka.broker.observe.debugging import install_debugging
 from minikafka.broker.observe.metrics import BrokerMetrics
 from minikafka.broker.security.acls import Authorizer
@@ -284,7 +284,7 @@ class BrokerServer:
         producer_ids = ProducerIdManager(config.data_dir)
         self.services = BrokerServices(
             config=config, clock=self.clock, cluster=cluster, logs=logs,
-            registry=Registry(all_handler_modules(), config.kafka_version,
+            registry=Registry(HANDLER_INDEX, config.kafka_version,
                               client_telemetry=config.client_telemetry_enabled),
             waiters=waiters, groups=groups, producer_ids=producer_ids, dynamic_configs=dynamic_configs,
             client_metrics=_client_metrics_manager(config, dynamic_configs, self.clock),

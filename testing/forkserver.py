@@ -265,11 +265,12 @@ def _rehearse() -> None:
 
     from minikafka.broker.__main__ import _parser
     from minikafka.broker.config.config import build_config
-    from minikafka.broker.handlers import all_handler_modules
+    from minikafka.broker.handlers import HANDLER_INDEX, all_handler_modules
     from minikafka.broker.wire.registry import Registry
 
     _parser()
-    Registry(all_handler_modules())
+    all_handler_modules()  # a broker imports each at its API's first request; its children find them imported
+    Registry(HANDLER_INDEX)
     build_config(overrides=[], host="127.0.0.1", port=0, data_dir=Path(tempfile.gettempdir()) / "never-created")
     "127.0.0.1".encode("idna")
 

@@ -8,6 +8,7 @@ coordinator partition loads (the broker listens before that, see BrokerServer.st
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from types import ModuleType
@@ -90,38 +91,88 @@ def _after_coordinator_load(api_key: int, handle: Handler) -> Handler:
 CLIENT_TELEMETRY_APIS: frozenset[int] = frozenset({ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY})
 
 
+# What a start knows of a handler module before importing it (broker/handlers/__init__.py's HANDLER_INDEX):
+# its name, API key, VERSIONS min and max, ADVERTISED_VERSIONS min and max.
+IndexRow = tuple[str, int, int, int, int, int]
+
+
+class StaleHandlerIndex(RuntimeError):
+    """A handler module declares other versions than its HANDLER_INDEX row."""
+
+
+def index_row(module: ModuleType) -> IndexRow:
+    versions: VersionRange = module.VERSIONS
+    advertised: VersionRange = getattr(module, "ADVERTISED_VERSIONS", versions)
+    return (module.__name__.rpartition(".")[2], int(module.API_KEY), versions.min, versions.max,
+            advertised.min, advertised.max)
+
+
 class Registry:
-    def __init__(self, modules: Iterable[ModuleType] = (), kafka_version: str = NEWEST, *,
-                 client_telemetry: bool = True) -> None:
+    """The routes of one broker, by API key.
+
+    Built from the handler index, a start imports no handler module: each is imported at its API's first
+    request, and its route is then kept (the request path looks a route up with one dict lookup)."""
+
+    def __init__(self, index: Iterable[IndexRow] = (), kafka_version: str = NEWEST, *,
+                 client_telemetry: bool = True, package: str = "minikafka.broker.handlers") -> None:
         """`client_telemetry` False leaves the telemetry APIs out, as a Kafka broker without a receiver does
         (the broker's `minikafka.client.telemetry.enabled`)."""
         self.kafka_version = kafka_version
         self.client_telemetry = client_telemetry
+        self._package = package
         self._routes: dict[int, Route] = {}
-        for module in modules:
-            self.register(module)
+        # Served APIs whose module is not imported yet: key -> (index row, served range, advertised range).
+        self._pending: dict[int, tuple[IndexRow, VersionRange, VersionRange]] = {}
+        self._advertised: dict[int, VersionRange] = {}
+        self._names: dict[int, str] = {}
+        for row in index:
+            self._add(row)
 
-    def register(self, module: ModuleType) -> None:
-        key = int(module.API_KEY)
+    @classmethod
+    def from_modules(cls, modules: Iterable[ModuleType], kafka_version: str = NEWEST, *,
+                     client_telemetry: bool = True) -> Registry:
+        """A registry of already imported modules (tests, and handlers outside the package)."""
+        registry = cls(kafka_version=kafka_version, client_telemetry=client_telemetry)
+        for module in modules:
+            if registry._add(index_row(module)):
+                registry._resolve(int(module.API_KEY), module)
+        return registry
+
+    def _add(self, row: IndexRow) -> bool:
+        name, key, low, high, advertised_low, advertised_high = row
         if key in CLIENT_TELEMETRY_APIS and not self.client_telemetry:
-            return
-        if key in self._routes:
-            raise DuplicateHandler(f"two handlers for {api_name(key)}: {self._routes[key].name}, {module.__name__}")
-        versions: VersionRange = module.VERSIONS
+            return False
+        if key in self._names:
+            raise DuplicateHandler(f"two handlers for {api_name(key)}: {self._names[key]}, {name}")
+        self._names[key] = name
         parseable = kio_range(key)
-        if versions.min < parseable.min or versions.max > parseable.max:
-            raise ValueError(f"{module.__name__} declares {versions} but kio parses {parseable}")
-        served = limit(key, versions, self.kafka_version)
-        advertised = limit(key, getattr(module, "ADVERTISED_VERSIONS", versions), self.kafka_version)
+        if low < parseable.min or high > parseable.max:
+            raise ValueError(f"{name} declares {VersionRange(low, high)} but kio parses {parseable}")
+        served = limit(key, VersionRange(low, high), self.kafka_version)
+        advertised = limit(key, VersionRange(advertised_low, advertised_high), self.kafka_version)
         if served is None or advertised is None:
-            return  # that Kafka release had no such API, or none of the versions we implement
+            return False  # that Kafka release had no such API, or none of the versions we implement
+        self._pending[key] = (row, served, advertised)
+        self._advertised[key] = advertised
+        return True
+
+    def _resolve(self, key: int, module: ModuleType | None = None) -> Route:
+        row, served, advertised = self._pending.pop(key)
+        if module is None:
+            module = importlib.import_module(f"{self._package}.{row[0]}")
+        if index_row(module) != row:
+            raise StaleHandlerIndex(f"{module.__name__} declares {index_row(module)}, its index row says {row}")
         handle = module.handle
         if key in GROUP_COORDINATOR_APIS or key in TRANSACTION_COORDINATOR_APIS:
             handle = _after_coordinator_load(key, handle)
-        self._routes[key] = Route(key, served, advertised, handle, module.__name__)
+        route = self._routes[key] = Route(key, served, advertised, handle, module.__name__)
+        return route
 
     def route(self, api_key: int) -> Route | None:
-        return self._routes.get(api_key)
+        route = self._routes.get(api_key)
+        if route is None and api_key in self._pending:
+            route = self._resolve(api_key)
+        return route
 
     def api_versions(self) -> list[tuple[int, int, int]]:
-        return sorted((r.api_key, r.advertised.min, r.advertised.max) for r in self._routes.values())
+        return sorted((key, advertised.min, advertised.max) for key, advertised in self._advertised.items())

@@ -25,7 +25,6 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import crc32c
 import structlog
 from minikafka.coordinator.client_metrics.configs import ALL_METRICS, DEFAULT_INTERVAL_MS, Subscription, subscription
 from minikafka.coordinator.errors import (
@@ -35,6 +34,7 @@ from minikafka.coordinator.errors import (
     UnsupportedTelemetryCompression,
 )
 from minikafka.protocol.errors import ErrorCode, KafkaError
+from minikafka.protocol.records import crc32c
 from minikafka.protocol.telemetry import (
     KNOWN_COMPRESSION_TYPES,
     CorruptTelemetry,
@@ -142,7 +142,7 @@ def subscription_id(metrics: tuple[str, ...], interval_ms: int, instance_id: uui
     """Kafka's computeSubscriptionId: CRC32C of the set's text and the interval, XOR the id's hash. Kafka
     prints a HashSet (its own order); the prefixes are sorted here: the id is opaque to clients."""
     text = "[" + ", ".join(metrics) + "]" + str(interval_ms)
-    return _int32(crc32c.crc32c(text.encode()) ^ _java_uuid_hash(instance_id))
+    return _int32(crc32c(text.encode()) ^ _java_uuid_hash(instance_id))
 
 
 class ClientMetricsManager:

@@ -14,8 +14,8 @@ from types import ModuleType
 
 import pytest
 from minikafka.broker import handlers
-from minikafka.broker.handlers import HANDLER_MODULES, all_handler_modules
-from minikafka.broker.wire.registry import Registry
+from minikafka.broker.handlers import HANDLER_INDEX, HANDLER_MODULES, all_handler_modules
+from minikafka.broker.wire.registry import Registry, StaleHandlerIndex, index_row
 from minikafka.protocol.api_keys import ApiKey, VersionRange
 
 PACKAGE = handlers.__name__
@@ -47,10 +47,35 @@ def test_handler_modules_are_the_api_modules_of_the_folder() -> None:
 
 
 def test_the_registry_routes_every_api_module_once() -> None:
-    registry = Registry(all_handler_modules())
+    registry = Registry.from_modules(all_handler_modules())
     routed = {route.name for key in ApiKey if (route := registry.route(key)) is not None}
     assert routed == {f"{PACKAGE}.{name}" for name in API_MODULE_NAMES}
     assert len({int(module.API_KEY) for module in MODULES.values()}) == len(MODULES)
+
+
+def test_the_handler_index_repeats_what_each_module_declares() -> None:
+    """The index a start reads instead of importing the modules; paste the printed rows when it fails."""
+    rows = tuple(index_row(module) for module in all_handler_modules())
+    pasted = "\n".join(f"    {row!r}," for row in rows).replace("'", '"')
+    assert rows == HANDLER_INDEX, f"rewrite HANDLER_INDEX in broker/handlers/__init__.py with:\n{pasted}"
+
+
+def test_a_registry_built_from_the_index_imports_a_module_at_its_first_route() -> None:
+    registry = Registry(HANDLER_INDEX)
+    from_modules = Registry.from_modules(all_handler_modules())
+    assert registry.api_versions() == from_modules.api_versions()
+    assert ApiKey.METADATA not in registry._routes  # nothing resolved until asked
+    route = registry.route(ApiKey.METADATA)
+    assert route is not None and route.name == f"{PACKAGE}.metadata"
+    assert registry.route(ApiKey.METADATA) is route
+    assert registry.route(9999) is None
+
+
+def test_a_module_that_differs_from_its_index_row_is_refused() -> None:
+    name, key, low, high, advertised_low, advertised_high = HANDLER_INDEX[0]
+    registry = Registry([(name, key, low, high - 1, advertised_low, advertised_high - 1)])
+    with pytest.raises(StaleHandlerIndex):
+        registry.route(key)
 
 
 @pytest.mark.parametrize("name", API_MODULE_NAMES)

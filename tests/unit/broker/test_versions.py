@@ -19,11 +19,11 @@ def test_every_served_api_is_in_the_newest_release() -> None:
     """A handler added later must get its row in the table, or the default profile would hide it."""
     served = {int(module.API_KEY) for module in all_handler_modules()}
     assert served <= set(KAFKA_API_VERSIONS[NEWEST])
-    assert {key for key, _low, _high in Registry(all_handler_modules()).api_versions()} == served
+    assert {key for key, _low, _high in Registry.from_modules(all_handler_modules()).api_versions()} == served
 
 
 def test_the_default_profile_serves_everything_we_implement() -> None:
-    registry = Registry(all_handler_modules())
+    registry = Registry.from_modules(all_handler_modules())
     for module in all_handler_modules():
         route = registry.route(module.API_KEY)
         assert route is not None and route.versions == module.VERSIONS
@@ -58,7 +58,7 @@ def test_releases_before_4_0_let_create_time_run_ahead() -> None:
 
 
 def test_the_2_8_registry_leaves_out_3_0_apis() -> None:
-    registry = Registry(all_handler_modules(), "2.8")
+    registry = Registry.from_modules(all_handler_modules(), "2.8")
     assert registry.route(ApiKey.DESCRIBE_TRANSACTIONS) is None and registry.route(ApiKey.LIST_TRANSACTIONS) is None
     produce = registry.route(ApiKey.PRODUCE)
     assert produce is not None and produce.versions == VersionRange(3, 9) and produce.advertised == VersionRange(0, 9)
@@ -80,7 +80,7 @@ def _answer(api_key: int, services: SimpleNamespace, request: object) -> object:
 
     stand_in = ModuleType("stand_in")
     stand_in.API_KEY, stand_in.VERSIONS, stand_in.handle = api_key, VersionRange(0, 0), handle  # type: ignore[attr-defined]
-    route = Registry([stand_in]).route(api_key)
+    route = Registry.from_modules([stand_in]).route(api_key)
     assert route is not None
     return asyncio.run(route.handle(SimpleNamespace(services=services, node=SimpleNamespace(node_id=1)), request))
 
@@ -101,12 +101,12 @@ def test_coordinator_apis_answer_load_in_progress_until_loaded() -> None:
 def test_the_telemetry_apis_are_served_only_with_a_receiver() -> None:
     """Kafka advertises GetTelemetrySubscriptions and PushTelemetry only with a telemetry receiver plugin;
     minikafka's is `minikafka.client.telemetry.enabled`. ListConfigResources is served either way."""
-    without = Registry(all_handler_modules(), client_telemetry=False)
+    without = Registry.from_modules(all_handler_modules(), client_telemetry=False)
     assert without.route(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS) is None and without.route(ApiKey.PUSH_TELEMETRY) is None
     assert without.route(ApiKey.LIST_CONFIG_RESOURCES) is not None
-    served = Registry(all_handler_modules(), "3.7")
+    served = Registry.from_modules(all_handler_modules(), "3.7")
     assert served.route(ApiKey.PUSH_TELEMETRY) is not None and served.route(ApiKey.LIST_CONFIG_RESOURCES) is None
-    assert Registry(all_handler_modules(), "3.6").route(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS) is None
+    assert Registry.from_modules(all_handler_modules(), "3.6").route(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS) is None
     assert limit(ApiKey.LIST_CONFIG_RESOURCES, VersionRange(0, 1), "4.0") == VersionRange(0, 0)
     assert build_config(environ={}).client_telemetry_enabled is False
 

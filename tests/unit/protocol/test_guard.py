@@ -38,7 +38,7 @@ def _has_schema(key: int, version: int) -> bool:
 
 SERVED = sorted(
     (key, version)
-    for key, low, high in Registry(all_handler_modules()).api_versions()
+    for key, low, high in Registry.from_modules(all_handler_modules()).api_versions()
     for version in range(low, high + 1)
     if _has_schema(key, version)
 )
