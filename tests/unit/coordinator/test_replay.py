@@ -63,11 +63,17 @@ def test_every_batch_once_in_order_when_reads_cut_batches_short(logs: LogManager
     assert _values(iter(batches))[::2] == [b"%d" % n for n in range(20)]
 
 
-def test_every_batch_once_across_segments(logs: LogManager) -> None:
+def _segmented(logs: LogManager) -> PartitionLog:
+    """Twelve batches of two records (offsets 0 to 23) over several segments, which a read never crosses."""
     log = _partition(logs, {"segment.bytes": "300"})
     for n in range(12):
         _append(log, b"%d" % n, b"y" * 40)
     assert len(log.segments) > 3
+    return log
+
+
+def test_every_batch_once_across_segments(logs: LogManager) -> None:
+    log = _segmented(logs)
     batches = list(iter_partition_batches(log))
     assert [batch.header.base_offset for batch in batches] == list(range(0, 24, 2))
 
@@ -97,9 +103,7 @@ def test_a_read_of_markers_only_does_not_end_the_replay(logs: LogManager) -> Non
 
 
 def test_a_log_that_starts_after_offset_zero(logs: LogManager) -> None:
-    log = _partition(logs, {"segment.bytes": "300"})
-    for n in range(12):
-        _append(log, b"%d" % n, b"z" * 40)
+    log = _segmented(logs)
     # inside the batch of offsets 10 and 11: the replay starts with that whole batch
     log.delete_records_before(11)
     assert log.log_start_offset == 11
