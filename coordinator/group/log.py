@@ -10,18 +10,10 @@ from collections.abc import Iterator, Sequence
 
 from minikafka.coordinator.hashing import partition_for
 from minikafka.coordinator.internal_topics import OFFSETS_TOPIC
-from minikafka.coordinator.ports import LogManager, PartitionLog, read_bytes
-from minikafka.protocol.records import (
-    NO_PRODUCER_ID,
-    DecodedBatch,
-    Record,
-    build_batch,
-    decode_batch,
-    iter_whole_batches,
-)
+from minikafka.coordinator.ports import LogManager, PartitionLog
+from minikafka.coordinator.replay import iter_partition_batches
+from minikafka.protocol.records import NO_PRODUCER_ID, DecodedBatch, Record, build_batch
 from minikafka.storage.origin import AppendOrigin
-
-_READ_CHUNK = 1 << 20
 
 
 class OffsetsTopic:
@@ -95,18 +87,4 @@ class OffsetsTopic:
         log = self._logs.partition(OFFSETS_TOPIC, partition)
         if log is None:
             return
-        position = log.log_start_offset
-        end = log.log_end_offset
-        while position < end:
-            chunk = read_bytes(log, position, _READ_CHUNK)
-            if not chunk:
-                return
-            advanced = False
-            for pos, header in iter_whole_batches(chunk):
-                if header.next_offset <= position:
-                    continue
-                yield decode_batch(chunk, pos)
-                position = header.next_offset
-                advanced = True
-            if not advanced:
-                return
+        yield from iter_partition_batches(log)

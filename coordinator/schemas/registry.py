@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from minikafka.coordinator.ports import LogManager, PartitionLog, read_bytes
+from minikafka.coordinator.ports import LogManager, PartitionLog
+from minikafka.coordinator.replay import iter_partition_batches
 from minikafka.coordinator.schemas import records
 from minikafka.coordinator.schemas.compatibility import (
     DEFAULT_LEVEL,
@@ -44,12 +45,11 @@ from minikafka.coordinator.schemas.registry_errors import (
     VersionNotSoftDeleted,
     VersionSoftDeleted,
 )
-from minikafka.protocol.records import build_one_record_batch, decode_batch, iter_whole_batches
+from minikafka.protocol.records import build_one_record_batch
 from minikafka.storage.origin import AppendOrigin
 
 _log = logging.getLogger("minikafka.coordinator.schemas")
 
-_READ_CHUNK = 1024 * 1024
 MODES = ("READWRITE", "READONLY", "IMPORT")
 MAX_VERSION = 2**31 - 1
 
@@ -136,21 +136,11 @@ class SchemaRegistry:
     def load_steps(self) -> Iterator[None]:
         log = self._log(create=False)
         if log is not None:
-            position, end = log.log_start_offset, log.log_end_offset
-            while position < end:
-                chunk = read_bytes(log, position, _READ_CHUNK)
-                advanced = False
-                for pos, header in iter_whole_batches(chunk):
-                    if header.next_offset <= position or header.is_control:
-                        position = max(position, header.next_offset)
-                        continue
-                    for record in decode_batch(chunk, pos).records:
-                        if record.key is not None:
-                            self._replay(record.key, record.value)
-                    position, advanced = header.next_offset, True
-                    yield
-                if not advanced:
-                    break
+            for batch in iter_partition_batches(log, skip_control=True):
+                for record in batch.records:
+                    if record.key is not None:
+                        self._replay(record.key, record.value)
+                yield
         self.loaded = True
 
     def _replay(self, key: bytes, value: bytes | None) -> None:

@@ -22,17 +22,17 @@ from dataclasses import dataclass, field
 
 from minikafka.coordinator.hashing import partition_for
 from minikafka.coordinator.internal_topics import SHARE_STATE_TOPIC
-from minikafka.coordinator.ports import LogManager, PartitionLog, read_bytes
+from minikafka.coordinator.ports import LogManager, PartitionLog
+from minikafka.coordinator.replay import iter_partition_batches
 from minikafka.coordinator.share.partition import RecordState, StateBatch
 from minikafka.protocol.errors import CorruptRecord
 from minikafka.protocol.primitives import Reader, Writer
-from minikafka.protocol.records import Record, build_batch, decode_batch, iter_whole_batches
+from minikafka.protocol.records import Record, build_batch
 from minikafka.storage.origin import AppendOrigin
 
 SNAPSHOT = 0
 UPDATE = 1
 VALUE_VERSION = 0
-_READ_CHUNK = 1 << 20
 _DELIVERY_COMPLETE_TAG = 0
 
 
@@ -204,21 +204,9 @@ class ShareStateTopic:
             log = self._logs.partition(SHARE_STATE_TOPIC, partition)
             if log is None:
                 continue
-            position, end = log.log_start_offset, log.log_end_offset
-            while position < end:
-                chunk = read_bytes(log, position, _READ_CHUNK)
-                advanced = False
-                for pos, header in iter_whole_batches(chunk):
-                    if header.next_offset <= position:
-                        continue
-                    position = header.next_offset
-                    advanced = True
-                    if header.is_control:
-                        continue
-                    for record in decode_batch(chunk, pos).records:
-                        yield record.key, record.value
-                if not advanced:
-                    break
+            for batch in iter_partition_batches(log, skip_control=True):
+                for record in batch.records:
+                    yield record.key, record.value
 
     def replay(self) -> dict[ShareKey, PersistedState]:
         states: dict[ShareKey, PersistedState] = {}

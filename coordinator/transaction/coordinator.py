@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 
 from minikafka.coordinator.hashing import partition_for
 from minikafka.coordinator.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from minikafka.coordinator.ports import LogManager, PartitionLog, read_bytes
+from minikafka.coordinator.ports import LogManager, PartitionLog
+from minikafka.coordinator.replay import iter_partition_batches
 from minikafka.coordinator.timers import Timers
 from minikafka.coordinator.transaction.log import decode_key, decode_value, encode_key, encode_value, metadata_from
 from minikafka.coordinator.transaction.markers import MarkerWriter
@@ -57,15 +58,12 @@ from minikafka.protocol.records import (
     NO_PRODUCER_ID,
     Record,
     build_one_record_batch,
-    decode_batch,
-    iter_whole_batches,
 )
 from minikafka.storage.clock import Clock
 from minikafka.storage.errors import UnknownTopicOrPartition
 from minikafka.storage.origin import AppendOrigin
 
 COORDINATOR_EPOCH = 0
-_READ_CHUNK = 1 << 20
 RETRY_BACKOFF_MS = 100
 RETRY_BACKOFF_MAX_MS = 1000
 # Kafka's TransactionMarkerRequestCompletionHandler retries these marker errors. Any other error
@@ -245,21 +243,10 @@ class TransactionCoordinator:
         self.loaded = True
 
     def _replay_partition(self, partition: int) -> Iterator[None]:
-        log = self._state_log(partition)
-        position, end = log.log_start_offset, log.log_end_offset
-        while position < end:
-            chunk = read_bytes(log, position, _READ_CHUNK)
-            advanced = False
-            for pos, header in iter_whole_batches(chunk):
-                if header.next_offset <= position or header.is_control:
-                    position = max(position, header.next_offset)
-                    continue
-                for record in decode_batch(chunk, pos).records:
-                    self._replay(record)
-                position, advanced = header.next_offset, True
-                yield
-            if not advanced:
-                break
+        for batch in iter_partition_batches(self._state_log(partition), skip_control=True):
+            for record in batch.records:
+                self._replay(record)
+            yield
 
     def _replay(self, record: Record) -> None:
         if record.key is None:
