@@ -18,7 +18,7 @@ import socket
 import ssl
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,17 +31,16 @@ from minikafka.broker.control.faults import FaultTable, fault_table
 from minikafka.broker.handlers import HANDLER_INDEX
 from minikafka.broker.observe.debugging import install_debugging
 from minikafka.broker.observe.metrics import BrokerMetrics
-from minikafka.broker.security.acls import Authorizer
 from minikafka.broker.security.sasl_server import SaslServer
 from minikafka.broker.security.session import SASL_PLAINTEXT, SASL_SSL, SSL, KafkaPrincipal, Session
 from minikafka.broker.wire.cluster import ClusterView, Node
 from minikafka.broker.wire.connection import Connection, RequestSlots
 from minikafka.broker.wire.quotas import ClientQuotas, Windows
 from minikafka.broker.wire.registry import Registry
-from minikafka.broker.wire.services import BrokerServices
+from minikafka.broker.wire.services import BrokerServices, Lazy
 from minikafka.broker.wire.waiters import AppendWaiters
 from minikafka.broker.wiring import make_group_coordinator, make_share_coordinator, make_transaction_coordinator
-from minikafka.coordinator.client_metrics.manager import ClientMetricsManager
+from minikafka.coordinator.internal_topics import SHARE_STATE_TOPIC
 from minikafka.coordinator.producer_ids import ProducerIdManager
 from minikafka.coordinator.timers import Timers
 from minikafka.protocol.framing import FrameReceiver
@@ -51,6 +50,9 @@ from minikafka.storage.manager import LogManager
 if TYPE_CHECKING:
     from minikafka.broker.control.admin_http import AdminListener
     from minikafka.broker.registry.service import SchemaRegistryService
+    from minikafka.broker.security.acls import Authorizer
+    from minikafka.coordinator.client_metrics.manager import ClientMetricsManager
+    from minikafka.coordinator.share.coordinator import ShareCoordinator
 
 _log = structlog.get_logger("minikafka.server")
 
@@ -162,6 +164,8 @@ def _authorizer_for(config: BrokerConfig) -> Authorizer | None:
     if name not in _AUTHORIZERS:
         raise ConfigError(f"invalid value {name!r} for configuration authorizer.class.name: one of "
                           f"{', '.join(sorted(_AUTHORIZERS))}, or empty")
+    from minikafka.broker.security.acls import Authorizer  # a broker without ACLs does not import them
+
     return Authorizer(config.data_dir, config.properties.get("super.users", ""),
                       config.properties.get("allow.everyone.if.no.acl.found", "false").strip().lower() == "true")
 
@@ -210,6 +214,12 @@ def _resolve_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
     return limits
 
 
+def _reset_if_built(subsystem: Lazy[Any]) -> None:
+    built = subsystem.built
+    if built is not None:
+        built.reset()
+
+
 def _clock_for(config: BrokerConfig) -> Clock:
     """minikafka.clock=manual: a clock starting at the wall time (so clients' CreateTime stays within
     message.timestamp.after.max.ms of it) that moves only when advanced."""
@@ -220,7 +230,10 @@ def _clock_for(config: BrokerConfig) -> Clock:
 
 def _client_metrics_manager(config: BrokerConfig, dynamic_configs: DynamicConfigStore,
                             clock: Clock) -> ClientMetricsManager:
-    """The client metrics manager, with the subscriptions kept in the data directory."""
+    """The client metrics manager, with the subscriptions kept in the data directory (built at first use:
+    the telemetry APIs, a client-metrics config resource, or the debugging tools)."""
+    from minikafka.coordinator.client_metrics.manager import ClientMetricsManager
+
     manager = ClientMetricsManager(clock, config.telemetry_max_bytes)
     for name, properties in sorted(dynamic_configs.client_metrics.items()):
         manager.update_subscription(name, properties)
@@ -287,11 +300,11 @@ class BrokerServer:
             registry=Registry(HANDLER_INDEX, config.kafka_version,
                               client_telemetry=config.client_telemetry_enabled),
             waiters=waiters, groups=groups, producer_ids=producer_ids, dynamic_configs=dynamic_configs,
-            client_metrics=_client_metrics_manager(config, dynamic_configs, self.clock),
+            client_metrics_manager=Lazy(lambda: _client_metrics_manager(config, dynamic_configs, self.clock)),
             quotas=_client_quotas(config),
             transactions=make_transaction_coordinator(config, logs, producer_ids.allocate, self.clock, groups,
                                                       waiters),
-            shares=make_share_coordinator(config, logs, self.clock, waiters, dynamic_configs.group_layer),
+            share_coordinator=Lazy(lambda: self._share_coordinator(logs, waiters, dynamic_configs)),
             metrics=BrokerMetrics(), faults=FaultTable(), crash_points=CrashPoints(kills_process=self.owns_process),
         )
         self.services.sasl = SaslServer.from_config(config.properties, config.data_dir, self.clock.now_ms)
@@ -303,7 +316,8 @@ class BrokerServer:
         self.services.faults.resolve_topic = lambda topic_id: getattr(logs.topic_by_id(topic_id), "name", None)
         self._debugging_closers = install_debugging(self.services, config)
         self.services.groups.start()
-        self.services.shares.start()
+        if logs.topic(SHARE_STATE_TOPIC) is not None:
+            self.services.share_coordinator.get()  # state to replay with the other coordinators
         self._schedule_maintenance()
         self._maintenance.start()
         if config.admin_port is not None:
@@ -326,6 +340,18 @@ class BrokerServer:
                   kafka_version=config.kafka_version, **extra)
         self._coordinator_load = asyncio.create_task(self._load_coordinators(config.coordinator_load_delay_ms / 1000),
                                                      name="coordinator load")
+
+    def _share_coordinator(self, logs: LogManager, waiters: AppendWaiters,
+                           dynamic_configs: DynamicConfigStore) -> ShareCoordinator:
+        """Built at start when `__share_group_state` has state (the coordinator load replays it with the
+        others), else at the first share request or share group lookup: with no state topic there is
+        nothing to replay, so it is loaded at once."""
+        shares = make_share_coordinator(self.config, logs, self.clock, waiters, dynamic_configs.group_layer)
+        shares.start()
+        if self._coordinator_load is not None:  # past start: the load of the other coordinators has begun
+            for _step in shares.load_steps():
+                pass
+        return shares
 
     async def _start_schema_registry(self, port: int) -> None:
         """Replays `_schemas` before serving, so the first answer already knows every subject."""
@@ -371,10 +397,10 @@ class BrokerServer:
             ("fault rules", fault_table(services).clear),
             ("crash points", crash_points_of(services).clear),
             ("groups", services.groups.reset),
-            ("share groups", services.shares.reset),
+            ("share groups", lambda: _reset_if_built(services.share_coordinator)),
             ("transactions", services.transactions.reset),
             ("dynamic configs", services.dynamic_configs.reset),
-            ("client metrics", services.client_metrics.reset),
+            ("client metrics", lambda: _reset_if_built(services.client_metrics_manager)),
             ("client quotas", services.quotas.reset),
         ]
         if self.schema_registry is not None:
@@ -441,16 +467,21 @@ class BrokerServer:
         started = time.monotonic()
         if delay_s > 0:
             await asyncio.sleep(delay_s)
-        for coordinator in (self.services.groups, self.services.transactions, self.services.shares):
+        loads: list[tuple[str, Callable[[], Iterator[None]]]] = [
+            ("GroupCoordinator", self.services.groups.load_steps),
+            ("TransactionCoordinator", self.services.transactions.load_steps)]
+        if (shares := self.services.share_coordinator.built) is not None:  # built by now when its topic has state
+            loads.append(("ShareCoordinator", shares.load_steps))
+        for coordinator, load_steps in loads:
             slice_end = time.monotonic() + _LOAD_SLICE_S
             try:
-                for _step in coordinator.load_steps():
+                for _step in load_steps():
                     if time.monotonic() >= slice_end:
                         await asyncio.sleep(0)
                         slice_end = time.monotonic() + _LOAD_SLICE_S
             except Exception:
                 _log.exception("coordinator load failed; its requests stay COORDINATOR_LOAD_IN_PROGRESS",
-                               coordinator=type(coordinator).__name__)
+                               coordinator=coordinator)
                 return
         _log.info("coordinators loaded", groups=len(self.services.groups.groups),
                   transactional_ids=len(self.services.transactions.txns),
@@ -783,7 +814,8 @@ class BrokerServer:
                 await self._coordinator_load
         if self.services is not None:
             await self.services.groups.close()
-            await self.services.shares.close()
+            if (shares := self.services.share_coordinator.built) is not None:
+                await shares.close()
             self.services.logs.close(clean=True)
         for close in self._debugging_closers:
             close()

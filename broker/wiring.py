@@ -6,14 +6,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from minikafka.broker.config.config import BROKER_CONFIGS, BrokerConfig
 from minikafka.broker.wire.waiters import AppendWaiters
 from minikafka.coordinator.group import GroupConfig, GroupCoordinator
-from minikafka.coordinator.share.coordinator import ShareConfig, ShareCoordinator
 from minikafka.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
+
+if TYPE_CHECKING:
+    from minikafka.coordinator.share.coordinator import ShareConfig, ShareCoordinator
 
 _log = structlog.get_logger("minikafka.transactions")
 
@@ -101,6 +103,8 @@ def make_transaction_coordinator(config: BrokerConfig, logs: Any, allocate_produ
 
 
 def share_config(config: BrokerConfig) -> ShareConfig:
+    from minikafka.coordinator.share.coordinator import ShareConfig
+
     return ShareConfig(
         session_timeout_ms=_int(config, "group.share.session.timeout.ms"),
         heartbeat_interval_ms=_int(config, "group.share.heartbeat.interval.ms"),
@@ -117,6 +121,8 @@ def make_share_coordinator(config: BrokerConfig, logs: Any, clock: Any, waiters:
                            group_configs: Callable[[str], Any]) -> ShareCoordinator:
     """Build the share coordinator; the server replays `__share_group_state` (`load_steps`) with the
     other coordinators. Records released back to a share-partition wake the share fetches parked on it."""
+    from minikafka.coordinator.share.coordinator import ShareCoordinator  # built at first use (server.py)
+
     shares = ShareCoordinator(logs, clock, share_config(config))
     shares.notify = waiters.notify
     shares.group_overrides = group_configs

@@ -19,7 +19,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 from minikafka.protocol.errors import CorruptRecord, DecompressedTooLarge, UnsupportedCompression
 from minikafka.protocol.primitives import read_varlong, write_varlong
@@ -94,7 +94,7 @@ def crc32c(data: bytes | bytearray | memoryview) -> int:  # noqa: F811 - rebinds
     return crc32c(data)
 
 
-_CRC32C_NATIVE: list[Callable[[bytes | bytearray | memoryview], int]] = []
+_CRC32C_NATIVE: list[Any] = []  # the C function, once loaded
 
 
 class Compression(IntEnum):

@@ -268,7 +268,10 @@ def _rehearse() -> None:
     from minikafka.broker.handlers import HANDLER_INDEX, all_handler_modules
     from minikafka.broker.wire.registry import Registry
 
-    _parser()
+    # A parse of the argument shape the kit's brokers are started with (Broker(mode="process")): argparse
+    # compiles regular expressions for each shape, which the children then find in re's cache.
+    _parser().parse_args(["serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", "d", "--log-format", "json",
+                          "--admin-port", "0", "--override", "a=b", "--override", "c=d"])
     all_handler_modules()  # a broker imports each at its API's first request; its children find them imported
     Registry(HANDLER_INDEX)
     build_config(overrides=[], host="127.0.0.1", port=0, data_dir=Path(tempfile.gettempdir()) / "never-created")
@@ -288,11 +291,13 @@ def _codecs_to_prepare() -> list[tuple[int, int]]:
 
 
 def _prepare_codec(api_key: int, version: int) -> None:
-    from minikafka.protocol.codec import prepare
+    from minikafka.broker.observe.metrics import prepare_error_counter
+    from minikafka.protocol.codec import prepare, response_class
     from minikafka.protocol.errors import InvalidRequest
 
     with contextlib.suppress(InvalidRequest):  # a version kio lacks: the broker's answer is built elsewhere
         prepare(api_key, version)
+        prepare_error_counter(response_class(api_key, version))
 
 
 def _run_child(request: dict[str, Any]) -> None:

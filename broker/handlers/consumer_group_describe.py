@@ -84,7 +84,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             described.append(_error(group_id, error, None))
         elif group is not None:
             described.append(_describe(ctx, group, request.include_authorized_operations))
-        elif group_id in groups.groups or ctx.services.shares.is_share_group(group_id):
+        elif group_id in groups.groups or ctx.services.is_share_group(group_id):
             described.append(_error(group_id, ErrorCode.group_id_not_found,
                                     f"Group {group_id} is not a consumer group"))
         else:

@@ -51,7 +51,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if error is not None:
         return build(response_of(request), throttle_time=0, error_code=error, member_epoch=-1,
                      heartbeat_interval=0)
-    if ctx.services.shares.is_share_group(request.group_id):
+    if ctx.services.is_share_group(request.group_id):
         return build(response_of(request), throttle_time=0, error_code=ErrorCode.group_id_not_found,
                      error_message=f"Group {request.group_id} is not a consumer group.", member_epoch=-1,
                      heartbeat_interval=0)

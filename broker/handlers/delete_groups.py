@@ -35,7 +35,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _delete(ctx: RequestContext, group_id: str) -> ErrorCode:
     try:
-        if group_id and ctx.services.shares.is_share_group(group_id):
+        if group_id and ctx.services.is_share_group(group_id):
             ctx.services.shares.delete_group(group_id)
         else:
             coordinator(ctx).delete_group(group_id)

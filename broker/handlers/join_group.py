@@ -33,7 +33,7 @@ VERSIONS = VersionRange(0, 9)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = request.__version__
     error = ownership_error(ctx, request.group_id)
-    if error is None and ctx.services.shares.is_share_group(request.group_id):
+    if error is None and ctx.services.is_share_group(request.group_id):
         # Kafka's getOrMaybeCreateClassicGroup: "Group X is not a classic group."
         error = ErrorCode.group_id_not_found
     if error is not None:

@@ -52,4 +52,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 def _share_groups(ctx: RequestContext, wanted: set[str]) -> list[dict[str, Any]]:
     return [{"group_id": group.group_id, "protocol_type": SHARE_GROUP_TYPE, "group_state": group.state,
              "group_type": SHARE_GROUP_TYPE}
-            for group in ctx.services.shares.groups.values() if not wanted or group.state.lower() in wanted]
+            for group in ctx.services.share_groups() if not wanted or group.state.lower() in wanted]
+

@@ -168,6 +168,12 @@ def _compile(plan: _Plan) -> _ErrorCounter:
     return counter
 
 
+def prepare_error_counter(response_cls: type) -> None:
+    """Compile now what the first answer of this class would (a process that forks brokers: the testing
+    kit's fork server, whose children then find it compiled)."""
+    _counter(response_cls)
+
+
 def _counter(cls: type) -> _ErrorCounter:
     counter = _counters.get(cls)
     if counter is None:

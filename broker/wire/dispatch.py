@@ -20,10 +20,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from time import perf_counter_ns
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from minikafka.broker.security.acls import Authorizer
-from minikafka.broker.security.api_authorization import handle_authorized as check_then_handle
 from minikafka.broker.wire.context import RequestContext
 from minikafka.broker.wire.errors import CloseConnection, error_code_for, error_message_for
 from minikafka.broker.wire.hooks import ANSWERED, CLOSED, DROP_AFTER, DROP_BEFORE, NO_RESPONSE, Exchange, FaultHit
@@ -35,6 +33,9 @@ from minikafka.protocol.encoder import FrameBuffer
 from minikafka.protocol.error_response import error_response
 from minikafka.protocol.errors import ErrorCode, InvalidRequest, KafkaError
 from minikafka.protocol.split import merge_responses, partition_errors, with_throttle
+
+if TYPE_CHECKING:
+    from minikafka.broker.security.acls import Authorizer
 
 
 def _api_versions_fallback(ctx_registry_versions: list[tuple[int, int, int]], correlation_id: int,
@@ -158,7 +159,10 @@ async def _dispatch(frame: bytes | bytearray, peeked: PeekedHeader, ctx: Request
 
 
 def _authorized(handle: Callable[[RequestContext, Any], Any], authorizer: Authorizer) -> Callable[..., Any]:
-    """The handler behind the ACL checks of its API (broker/security/api_authorization.py)."""
+    """The handler behind the ACL checks of its API (broker/security/api_authorization.py, imported by a
+    broker with an authorizer only)."""
+    from minikafka.broker.security.api_authorization import handle_authorized as check_then_handle
+
     async def handle_authorized(ctx: RequestContext, request: Any) -> Any:
         return await check_then_handle(ctx, authorizer, request, handle)
 

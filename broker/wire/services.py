@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from minikafka.broker.config.config import BrokerConfig
 from minikafka.broker.config.dynamic_config import DynamicConfigStore
@@ -20,10 +20,8 @@ from minikafka.broker.wire.hooks import (
 from minikafka.broker.wire.quotas import ClientQuotas
 from minikafka.broker.wire.registry import Registry
 from minikafka.broker.wire.waiters import AppendWaiters
-from minikafka.coordinator.client_metrics.manager import ClientMetricsManager
 from minikafka.coordinator.group import GroupCoordinator
 from minikafka.coordinator.producer_ids import ProducerIdManager
-from minikafka.coordinator.share.coordinator import ShareCoordinator
 from minikafka.coordinator.transaction.coordinator import TransactionCoordinator
 from minikafka.storage.clock import Clock
 from minikafka.storage.manager import LogManager, TopicMeta
@@ -31,6 +29,32 @@ from minikafka.storage.manager import LogManager, TopicMeta
 if TYPE_CHECKING:
     from minikafka.broker.security.acls import Authorizer
     from minikafka.broker.security.sasl_server import SaslServer
+    from minikafka.coordinator.client_metrics.manager import ClientMetricsManager
+    from minikafka.coordinator.share.coordinator import ShareCoordinator
+    from minikafka.coordinator.share.group import ShareGroup
+
+T = TypeVar("T")
+
+
+class Lazy(Generic[T]):
+    """A subsystem built at its first use: one that most brokers never use (share groups, client telemetry)
+    need not be imported or built by every start."""
+
+    __slots__ = ("_build", "_built")
+
+    def __init__(self, build: Callable[[], T]) -> None:
+        self._build = build
+        self._built: T | None = None
+
+    def get(self) -> T:
+        if self._built is None:
+            self._built = self._build()
+        return self._built
+
+    @property
+    def built(self) -> T | None:
+        """The subsystem if something has used it; None otherwise (for those who only look)."""
+        return self._built
 
 
 @dataclass(slots=True)
@@ -44,12 +68,13 @@ class BrokerServices:
     groups: GroupCoordinator
     producer_ids: ProducerIdManager
     transactions: TransactionCoordinator
-    # Share groups (KIP-932) and their share-partitions.
-    shares: ShareCoordinator
+    # Share groups (KIP-932) and their share-partitions: built at first use, or at start when
+    # `__share_group_state` has state to replay (the server's `_share_coordinator`).
+    share_coordinator: Lazy[ShareCoordinator]
     # Dynamic broker and group configs (IncrementalAlterConfigs/AlterConfigs), kept in the data dir.
     dynamic_configs: DynamicConfigStore
-    # Client metrics subscriptions and the client instances pushing telemetry (KIP-714).
-    client_metrics: ClientMetricsManager
+    # Client metrics subscriptions and the client instances pushing telemetry (KIP-714): built at first use.
+    client_metrics_manager: Lazy[ClientMetricsManager]
     # Client quotas (AlterClientQuotas) and their enforcement, kept in the data dir.
     quotas: ClientQuotas
     # The hooks' implementations (broker/observe/metrics.py, broker/control/faults.py and crash_points.py),
@@ -71,6 +96,25 @@ class BrokerServices:
     # The broker reset (BrokerServer.reset): every subsystem back to its first-start state, for the control
     # plane's POST /reset; returns what was removed.
     reset: Callable[[], Awaitable[dict[str, Any]]] | None = None
+
+    @property
+    def shares(self) -> ShareCoordinator:
+        return self.share_coordinator.get()
+
+    def is_share_group(self, group_id: str) -> bool:
+        """Asked by every JoinGroup and heartbeat: answered without building the share coordinator, since no
+        share group exists before it is built."""
+        shares = self.share_coordinator.built
+        return shares is not None and shares.is_share_group(group_id)
+
+    def share_groups(self) -> list[ShareGroup]:
+        """Every share group, without building the share coordinator (ListGroups asks at every call)."""
+        shares = self.share_coordinator.built
+        return list(shares.groups.values()) if shares is not None else []
+
+    @property
+    def client_metrics(self) -> ClientMetricsManager:
+        return self.client_metrics_manager.get()
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic with what hangs on it: its leadership and its groups' offsets (DeleteTopics, and the

@@ -34,6 +34,12 @@ class Services:
     groups: Any = None
     shares: Any = None
 
+    def is_share_group(self, group_id: str) -> bool:
+        return bool(self.shares.is_share_group(group_id))
+
+    def share_groups(self) -> list[Any]:
+        return list(self.shares.groups.values())
+
 
 @pytest.fixture
 def services() -> Services:

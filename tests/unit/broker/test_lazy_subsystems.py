@@ -1,0 +1,102 @@
+"""The share coordinator and the client metrics manager are built at first use, not at every start.
+
+Most brokers never see a share group or a telemetry push: a start does not import or build them
+(tests/testing/test_start_imports.py keeps their modules off a plain start's list). Lookups every group
+request makes (is this group id a share group? which share groups are there?) answer without building the
+share coordinator; a share request builds it; a data directory holding share state builds it at start so
+the state is replayed with the other coordinators'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from minikafka.broker.config.config import BrokerConfig
+from minikafka.broker.server import BrokerServer
+from minikafka.coordinator.internal_topics import SHARE_STATE_TOPIC
+from minikafka.protocol.api_keys import ApiKey
+from minikafka.protocol.build import build
+from minikafka.protocol.codec import encode_request, load_request_schema
+
+_correlation = iter(range(1, 1_000_000))
+
+
+def _config(data_dir: Path) -> BrokerConfig:
+    return BrokerConfig(host="127.0.0.1", port=0, data_dir=data_dir)
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[BrokerServer]:
+    broker = BrokerServer(_config(tmp_path / "data"))
+    await broker.start()
+    yield broker
+    await broker.shutdown()
+
+
+async def _ask(server: BrokerServer, api_key: int, version: int, **fields: Any) -> bytes:
+    assert server.node is not None
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.node.port)
+    try:
+        writer.write(encode_request(next(_correlation), build(load_request_schema(api_key, version), **fields)))
+        await writer.drain()
+        size = await asyncio.wait_for(reader.readexactly(4), 10)
+        return await asyncio.wait_for(reader.readexactly(struct.unpack(">i", size)[0]), 10)
+    finally:
+        writer.close()
+
+
+async def test_group_requests_do_not_build_the_share_coordinator(server: BrokerServer) -> None:
+    services = server.services
+    assert services is not None
+    await _ask(server, ApiKey.LIST_GROUPS, 5, states_filter=(), types_filter=())
+    await _ask(server, ApiKey.DELETE_GROUPS, 2, groups_names=("nobody",))
+    await _ask(server, ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, group_id="g", member_id="m1", member_epoch=0,
+               instance_id=None, rack_id=None, rebalance_timeout_ms=30000, subscribed_topic_names=("t",),
+               server_assignor=None, topic_partitions=())
+    assert services.share_coordinator.built is None
+    assert services.client_metrics_manager.built is None
+
+
+async def test_a_share_request_builds_it_loaded(server: BrokerServer) -> None:
+    services = server.services
+    assert services is not None
+    await _ask(server, ApiKey.SHARE_GROUP_HEARTBEAT, 1, group_id="queue", member_id="m1", member_epoch=0,
+               rack_id=None, subscribed_topic_names=("t",))
+    shares = services.share_coordinator.built
+    assert shares is not None and shares.loaded
+    assert services.is_share_group("queue")
+    assert [group.group_id for group in services.share_groups()] == ["queue"]
+
+
+async def test_share_state_on_disk_builds_it_at_start(tmp_path: Path) -> None:
+    first = BrokerServer(_config(tmp_path / "data"))
+    await first.start()
+    assert first.services is not None
+    first.services.logs.create_topic(SHARE_STATE_TOPIC, 1)
+    await first.shutdown()
+    second = BrokerServer(_config(tmp_path / "data"))
+    await second.start()
+    try:
+        assert second.services is not None
+        assert second.services.share_coordinator.built is not None
+    finally:
+        await second.shutdown()
+
+
+async def test_a_telemetry_request_builds_the_client_metrics_manager(tmp_path: Path) -> None:
+    broker = BrokerServer(BrokerConfig(host="127.0.0.1", port=0, data_dir=tmp_path / "data",
+                                       client_telemetry_enabled=True))
+    await broker.start()
+    try:
+        assert broker.services is not None and broker.services.client_metrics_manager.built is None
+        await _ask(broker, ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0,
+                   client_instance_id=uuid.UUID(int=0))
+        assert broker.services.client_metrics_manager.built is not None
+    finally:
+        await broker.shutdown()
