@@ -8,6 +8,7 @@ coordinator partition loads (the broker listens before that, see BrokerServer.st
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -100,6 +101,22 @@ class StaleHandlerIndex(RuntimeError):
     """A handler module declares other versions than its HANDLER_INDEX row."""
 
 
+@functools.cache
+def _served(index: tuple[IndexRow, ...], kafka_version: str, client_telemetry: bool
+            ) -> tuple[dict[int, tuple[IndexRow, VersionRange, VersionRange]], dict[int, VersionRange], dict[int, str]]:
+    """What a registry built from `index` serves (computed once per process: a fork server's children find it
+    computed); copies, since each registry resolves its own routes."""
+    registry = Registry(list(index), kafka_version, client_telemetry=client_telemetry)
+    return registry._pending, registry._advertised, registry._names
+
+
+def _served_copy(index: tuple[IndexRow, ...], kafka_version: str, client_telemetry: bool
+                 ) -> tuple[dict[int, tuple[IndexRow, VersionRange, VersionRange]], dict[int, VersionRange],
+                            dict[int, str]]:
+    pending, advertised, names = _served(index, kafka_version, client_telemetry)
+    return dict(pending), dict(advertised), dict(names)
+
+
 def index_row(module: ModuleType) -> IndexRow:
     versions: VersionRange = module.VERSIONS
     advertised: VersionRange = getattr(module, "ADVERTISED_VERSIONS", versions)
@@ -125,6 +142,9 @@ class Registry:
         self._pending: dict[int, tuple[IndexRow, VersionRange, VersionRange]] = {}
         self._advertised: dict[int, VersionRange] = {}
         self._names: dict[int, str] = {}
+        if isinstance(index, tuple):  # the handler index: the same work for every broker of this version
+            self._pending, self._advertised, self._names = _served_copy(index, kafka_version, client_telemetry)
+            return
         for row in index:
             self._add(row)
 

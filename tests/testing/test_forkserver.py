@@ -4,6 +4,7 @@ environment; the server and its children end with the test process; MINIKAFKA_FO
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -13,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from minikafka.testing import Broker, BrokerError
+from minikafka.testing import Broker, BrokerError, forkserver
 from minikafka.testing.forkserver import supported
 
 pytestmark = pytest.mark.skipif(not supported(), reason="the fork server needs Linux (pidfd, prctl)")
@@ -55,6 +56,37 @@ def test_a_forked_broker_holds_what_a_spawned_one_holds() -> None:
         assert _parent_pid(spawned.pid) == os.getpid()
         assert _parent_pid(forked.pid) not in (os.getpid(), 1)  # the fork server's child
         assert _shape(forked.pid) == _shape(spawned.pid)
+
+
+def _children_of(pid: int) -> set[int]:
+    children = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(FileNotFoundError, IndexError):
+                if _parent_pid(int(entry)) == pid:
+                    children.add(int(entry))
+    return children
+
+
+def test_a_start_takes_the_spare_child_forked_while_the_server_was_idle() -> None:
+    """Once its codecs are compiled the server forks the next start's child ahead of it (off the start's
+    path); that child becomes a broker like any other, with what a spawned one holds."""
+    with Broker(mode="process") as first:
+        server = forkserver.shared_server()
+        server.prepare()
+        server_pid = _parent_pid(first.pid)
+        spares: set[int] = set()
+
+        def spare_forked() -> bool:
+            spares.update(_children_of(server_pid) - {first.pid})
+            return bool(spares)
+
+        _wait_until(spare_forked, "the server forks a spare child")
+        assert len(spares) == 1
+        with Broker(mode="process") as second, Broker(mode="process", fork_server=False) as spawned:
+            assert second.pid in spares
+            assert _shape(second.pid) == _shape(spawned.pid)
+            assert second.logs().count("broker ready") == 1
 
 
 def test_siblings_are_separate_brokers_and_stop_cleanly() -> None:
