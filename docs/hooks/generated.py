@@ -74,7 +74,7 @@ def api_profiles() -> str:
     from minikafka.protocol.api_keys import kafka_api_name
 
     modules = _handler_modules()
-    registries = {release: Registry(modules, kafka_version=release) for release in KAFKA_API_VERSIONS}
+    registries = {release: Registry.from_modules(modules, kafka_version=release) for release in KAFKA_API_VERSIONS}
     rows = []
     for module in modules:
         key = int(module.API_KEY)

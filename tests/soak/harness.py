@@ -693,7 +693,7 @@ def unpack_code(revision: str, target: Path) -> tuple[str, Path]:
     subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
     (package / "__init__.py").touch()
     # tools/ exists from the house's layout on; older commits lack it.
-    for name in ("protocol", "storage", "coordinator", "tools", "broker", "pipeline"):
+    for name in ("protocol", "storage", "coordinator", "tools", "broker", "pipeline", "testing"):
         if (source / name).is_dir():
             (package / name).symlink_to(source / name)
     where = subprocess.run([sys.executable, "-c", "import minikafka.broker as b; print(b.__file__)"],

@@ -1,7 +1,7 @@
 """The handler registry is the handlers folder: one module per Kafka API, each registered, none importing another.
 
 broker/handlers/ holds one module per API (every .py but __init__.py) and `_shared/`, the code several of
-them use. A module added to the folder but not to HANDLER_MODULES would never be served; an API module
+them use. A module added to the folder but not to HANDLER_INDEX would never be served; an API module
 importing another would tie two APIs together where `_shared/` is the place for what they share.
 """
 
