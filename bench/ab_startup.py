@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -26,22 +24,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for the soak harness's unpack_code
+from startup import FRESH_START  # noqa: E402
+
+from bench import api_versions_answered, free_port  # noqa: E402 - bench/ is the script's folder, on sys.path
 from tests.soak.harness import unpack_code  # noqa: E402
 
 _DEADLINE_S = 10.0
-_FRESH_START = r"""
-import time
-started, cpu = time.perf_counter(), time.process_time()
-from minikafka.testing import Broker
-broker = Broker().start()
-import socket, struct
-request = struct.pack(">hhih", 18, 0, 7, 5) + b"bench"
-with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
-    sock.sendall(struct.pack(">i", len(request)) + request)
-    assert len(sock.recv(8)) >= 8
-print((time.perf_counter() - started) * 1000, (time.process_time() - cpu) * 1000)
-broker.close()
-"""
 
 
 def _environment(python_path: Path | None) -> dict[str, str]:
@@ -51,33 +39,18 @@ def _environment(python_path: Path | None) -> dict[str, str]:
     return environment
 
 
-def _answered(port: int) -> bool:
-    request = struct.pack(">hhih", 18, 0, 7, 5) + b"bench"
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-            sock.sendall(struct.pack(">i", len(request)) + request)
-            return len(sock.recv(8)) >= 8
-    except OSError:
-        return False
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def fresh_in_process(python_path: Path | None) -> tuple[float, float]:
     """(wall ms, CPU ms) from `import minikafka.testing` to the first answer, in a fresh interpreter."""
-    out = subprocess.run([sys.executable, "-c", _FRESH_START], env=_environment(python_path), cwd=tempfile.gettempdir(),
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", FRESH_START.replace("MODE", repr("inprocess"))],
+                         env=_environment(python_path), cwd=tempfile.gettempdir(), capture_output=True, text=True,
+                         check=True)
     wall, cpu = out.stdout.split()[-2:]
     return float(wall), float(cpu)
 
 
 def serve(python_path: Path | None) -> tuple[float, float]:
     """(wall ms, CPU ms of its main thread) from spawning `minikafka serve` to its first answer."""
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="minikafka-ab-startup-") as data_dir:
         started = time.perf_counter()
         process = subprocess.Popen([sys.executable, "-m", "minikafka.broker", "serve", "--port", str(port),
@@ -85,7 +58,7 @@ def serve(python_path: Path | None) -> tuple[float, float]:
                                    cwd=tempfile.gettempdir(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + _DEADLINE_S
-            while not _answered(port):
+            while not api_versions_answered(port):
                 if time.monotonic() > deadline or process.poll() is not None:
                     raise TimeoutError(f"no ApiVersions answer within {_DEADLINE_S} s")
                 time.sleep(0.0005)

@@ -140,7 +140,7 @@ def _start_to_first_answer(mode: Mode, fork_server: bool | None = None) -> tuple
 
 # Run in a fresh interpreter: from `import minikafka.testing` to the first answer of its first broker, with
 # the ApiVersions request written by hand (the bench's helpers would import more than a user's test does).
-_FRESH_START = """
+FRESH_START = """
 import time
 started = time.perf_counter()
 cpu_started = time.process_time()
@@ -159,7 +159,7 @@ broker.close()
 def _fresh_interpreter_start(mode: Mode) -> tuple[float, float]:
     """(wall ms, CPU ms of that interpreter, its broker thread included; NaN in process mode, where the
     broker's CPU is another process's)."""
-    code = _FRESH_START.replace("MODE", repr(mode))
+    code = FRESH_START.replace("MODE", repr(mode))
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     wall_ms, cpu_ms = out.stdout.split()[-2:]
     return float(wall_ms), float(cpu_ms) if mode == "inprocess" else float("nan")
