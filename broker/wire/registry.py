@@ -177,7 +177,7 @@ class Registry:
         return True
 
     def _resolve(self, key: int, module: ModuleType | None = None) -> Route:
-        row, served, advertised = self._pending.pop(key)
+        row, served, advertised = self._pending[key]  # kept until resolved: a failed import fails each request
         if module is None:
             module = importlib.import_module(f"{self._package}.{row[0]}")
         if index_row(module) != row:
@@ -186,6 +186,7 @@ class Registry:
         if key in GROUP_COORDINATOR_APIS or key in TRANSACTION_COORDINATOR_APIS:
             handle = _after_coordinator_load(key, handle)
         route = self._routes[key] = Route(key, served, advertised, handle, module.__name__)
+        del self._pending[key]
         return route
 
     def route(self, api_key: int) -> Route | None:
