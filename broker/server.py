@@ -31,7 +31,6 @@ from minikafka.broker.control.faults import FaultTable, fault_table
 from minikafka.broker.handlers import HANDLER_INDEX
 from minikafka.broker.observe.debugging import install_debugging
 from minikafka.broker.observe.metrics import BrokerMetrics
-from minikafka.broker.security.sasl_server import SaslServer
 from minikafka.broker.security.session import SASL_PLAINTEXT, SASL_SSL, SSL, KafkaPrincipal, Session
 from minikafka.broker.wire.cluster import ClusterView, Node
 from minikafka.broker.wire.connection import Connection, RequestSlots
@@ -51,6 +50,7 @@ if TYPE_CHECKING:
     from minikafka.broker.control.admin_http import AdminListener
     from minikafka.broker.registry.service import SchemaRegistryService
     from minikafka.broker.security.acls import Authorizer
+    from minikafka.broker.security.sasl_server import SaslServer
     from minikafka.coordinator.client_metrics.manager import ClientMetricsManager
     from minikafka.coordinator.share.coordinator import ShareCoordinator
 
@@ -214,6 +214,12 @@ def _resolve_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
     return limits
 
 
+def _sasl_server(config: BrokerConfig, clock: Clock) -> SaslServer:
+    from minikafka.broker.security.sasl_server import SaslServer  # a broker without SASL does not import it
+
+    return SaslServer.from_config(config.properties, config.data_dir, clock.now_ms)
+
+
 def _reset_if_built(subsystem: Lazy[Any]) -> None:
     built = subsystem.built
     if built is not None:
@@ -307,7 +313,10 @@ class BrokerServer:
             share_coordinator=Lazy(lambda: self._share_coordinator(logs, waiters, dynamic_configs)),
             metrics=BrokerMetrics(), faults=FaultTable(), crash_points=CrashPoints(kills_process=self.owns_process),
         )
-        self.services.sasl = SaslServer.from_config(config.properties, config.data_dir, self.clock.now_ms)
+        self.services.sasl_server = Lazy(lambda: _sasl_server(config, self.clock))
+        if "minikafka.scram.users" in config.properties or any(
+                listener.security_protocol in (SASL_PLAINTEXT, SASL_SSL) for listener in listeners):
+            self.services.sasl_server.get()  # a wrong SCRAM user setting stops the start
         self.services.authorizer = _authorizer_for(config)
         self.services.node_control = self
         self.services.reset = self.reset
@@ -412,8 +421,8 @@ class BrokerServer:
         ]
         if services.authorizer is not None:
             steps.append(("acls", services.authorizer.reset))
-        if services.sasl is not None:
-            steps.append(("scram credentials", services.sasl.reset))
+        if (sasl_server := services.sasl_server) is not None:
+            steps.append(("scram credentials", lambda: _reset_if_built(sasl_server)))
         if services.recorder is not None:
             steps.append(("flight recorder", services.recorder.reset))
         steps.append(("parked fetches", services.waiters.wake_all))

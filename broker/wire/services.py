@@ -85,8 +85,9 @@ class BrokerServices:
     observers: Observers = field(default_factory=Observers)
     # The flight recorder's ring of recent exchanges (broker/observe/debugging.py); None when turned off.
     recorder: Recorder | None = None
-    # SASL mechanisms, users and SCRAM credentials (broker/security/sasl_server.py).
-    sasl: SaslServer | None = None
+    # SASL mechanisms, users and SCRAM credentials (broker/security/sasl_server.py): built at start when a
+    # listener speaks SASL or SCRAM users are configured, else at first use (the SCRAM credential APIs).
+    sasl_server: Lazy[SaslServer] | None = None
     # ACLs (broker/security/acls.py); None without `authorizer.class.name`: nothing is checked.
     authorizer: Authorizer | None = None
     # Stopping and starting nodes (the server), for the control plane.
@@ -111,6 +112,10 @@ class BrokerServices:
         """Every share group, without building the share coordinator (ListGroups asks at every call)."""
         shares = self.share_coordinator.built
         return list(shares.groups.values()) if shares is not None else []
+
+    @property
+    def sasl(self) -> SaslServer | None:
+        return self.sasl_server.get() if self.sasl_server is not None else None
 
     @property
     def client_metrics(self) -> ClientMetricsManager:

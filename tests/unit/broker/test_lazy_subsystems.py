@@ -1,10 +1,12 @@
-"""The share coordinator and the client metrics manager are built at first use, not at every start.
+"""The share coordinator, the client metrics manager and the SASL server are built at first use, not at
+every start.
 
-Most brokers never see a share group or a telemetry push: a start does not import or build them
+Most brokers never see a share group, a telemetry push or a SASL handshake: a start does not import or build them
 (tests/testing/test_start_imports.py keeps their modules off a plain start's list). Lookups every group
 request makes (is this group id a share group? which share groups are there?) answer without building the
 share coordinator; a share request builds it; a data directory holding share state builds it at start so
-the state is replayed with the other coordinators'.
+the state is replayed with the other coordinators'. The SASL server is built at start where a listener
+speaks SASL or SCRAM users are configured, so a wrong setting still stops the start.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from minikafka.broker.config.config import BrokerConfig
+from minikafka.broker.config.config import BrokerConfig, ConfigError
 from minikafka.broker.server import BrokerServer
 from minikafka.coordinator.internal_topics import SHARE_STATE_TOPIC
 from minikafka.protocol.api_keys import ApiKey
@@ -100,3 +102,26 @@ async def test_a_telemetry_request_builds_the_client_metrics_manager(tmp_path: P
         assert broker.services.client_metrics_manager.built is not None
     finally:
         await broker.shutdown()
+
+
+async def test_sasl_is_built_at_the_first_scram_request_on_a_broker_without_sasl(server: BrokerServer) -> None:
+    services = server.services
+    assert services is not None and services.sasl_server is not None
+    assert services.sasl_server.built is None
+    await _ask(server, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, users=None)
+    assert services.sasl_server.built is not None
+
+
+async def test_configured_scram_users_build_sasl_at_start_and_a_wrong_entry_stops_it(tmp_path: Path) -> None:
+    seeded = BrokerServer(BrokerConfig(host="127.0.0.1", port=0, data_dir=tmp_path / "seeded",
+                                       properties={"minikafka.scram.users": "alice:secret"}))
+    await seeded.start()
+    try:
+        assert seeded.services is not None and seeded.services.sasl_server is not None
+        assert seeded.services.sasl_server.built is not None
+    finally:
+        await seeded.shutdown()
+    wrong = BrokerServer(BrokerConfig(host="127.0.0.1", port=0, data_dir=tmp_path / "wrong",
+                                      properties={"minikafka.scram.users": "alice"}))
+    with pytest.raises(ConfigError, match="expected user:password"):
+        await wrong.start()
