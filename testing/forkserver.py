@@ -398,13 +398,18 @@ class _Spare:
         self.pid = pid
         self._write_end = write_end
 
-    def hand_over(self, request: dict[str, Any]) -> int:
-        """Give the spare its request; its pid, which from now on is a broker like any other child."""
+    def hand_over(self, request: dict[str, Any]) -> int | None:
+        """Give the spare its request; its pid, which from now on is a broker like any other child. None if
+        the spare is gone (killed while it waited): it is reaped, and the caller forks as without a spare."""
         payload = json.dumps(request).encode()
         try:
             view = memoryview(payload)
             while view:
                 view = view[os.write(self._write_end, view):]
+        except BrokenPipeError:
+            with contextlib.suppress(OSError):
+                os.waitpid(self.pid, 0)
+            return None
         finally:
             os.close(self._write_end)
         return self.pid
@@ -456,7 +461,9 @@ class _Server:
         op = request["op"]
         if op == "spawn":
             spare, self.spare = self.spare, None
-            pid = spare.hand_over(request) if spare is not None else _fork(request)
+            pid = spare.hand_over(request) if spare is not None else None
+            if pid is None:
+                pid = _fork(request)
             self.children.add(pid)
             return {"pid": pid}
         if op == "reap":

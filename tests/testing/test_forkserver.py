@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -86,6 +87,27 @@ def test_a_start_takes_the_spare_child_forked_while_the_server_was_idle() -> Non
         with Broker(mode="process") as second, Broker(mode="process", fork_server=False) as spawned:
             assert second.pid in spares
             assert _shape(second.pid) == _shape(spawned.pid)
+            assert second.logs().count("broker ready") == 1
+
+
+def test_a_spare_killed_while_it_waited_is_replaced_by_a_fork() -> None:
+    with Broker(mode="process") as first:
+        server = forkserver.shared_server()
+        server.prepare()
+        server_pid = _parent_pid(first.pid)
+        spares: set[int] = set()
+
+        def spare_forked() -> bool:
+            spares.update(_children_of(server_pid) - {first.pid})
+            return bool(spares)
+
+        _wait_until(spare_forked, "the server forks a spare child")
+        (spare,) = spares
+        os.kill(spare, signal.SIGKILL)
+        _wait_until(lambda: _gone(spare), "the spare dies")
+        with Broker(mode="process") as second:
+            assert second.pid != spare
+            assert _parent_pid(second.pid) == server_pid
             assert second.logs().count("broker ready") == 1
 
 
