@@ -69,45 +69,47 @@ def _children_of(pid: int) -> set[int]:
     return children
 
 
+def _holds_a_socket(pid: int) -> bool:
+    with contextlib.suppress(FileNotFoundError):
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:") for fd in os.listdir(f"/proc/{pid}/fd"))
+    return False
+
+
+def _spare_beside(broker: Broker) -> int:
+    """The one spare child the fork server forks, once its codecs are compiled, next to `broker`: the child
+    that holds no socket (every broker, this worker's other ones included, listens on one)."""
+    forkserver.shared_server().prepare()
+    server_pid = _parent_pid(broker.pid)
+    spares: set[int] = set()
+
+    def spare_forked() -> bool:
+        spares.update(pid for pid in _children_of(server_pid) if not _gone(pid) and not _holds_a_socket(pid))
+        return bool(spares)
+
+    _wait_until(spare_forked, "the server forks a spare child")
+    (spare,) = spares
+    return spare
+
+
 def test_a_start_takes_the_spare_child_forked_while_the_server_was_idle() -> None:
     """Once its codecs are compiled the server forks the next start's child ahead of it (off the start's
     path); that child becomes a broker like any other, with what a spawned one holds."""
     with Broker(mode="process") as first:
-        server = forkserver.shared_server()
-        server.prepare()
-        server_pid = _parent_pid(first.pid)
-        spares: set[int] = set()
-
-        def spare_forked() -> bool:
-            spares.update(_children_of(server_pid) - {first.pid})
-            return bool(spares)
-
-        _wait_until(spare_forked, "the server forks a spare child")
-        assert len(spares) == 1
+        spare = _spare_beside(first)
         with Broker(mode="process") as second, Broker(mode="process", fork_server=False) as spawned:
-            assert second.pid in spares
+            assert second.pid == spare
             assert _shape(second.pid) == _shape(spawned.pid)
             assert second.logs().count("broker ready") == 1
 
 
 def test_a_spare_killed_while_it_waited_is_replaced_by_a_fork() -> None:
     with Broker(mode="process") as first:
-        server = forkserver.shared_server()
-        server.prepare()
-        server_pid = _parent_pid(first.pid)
-        spares: set[int] = set()
-
-        def spare_forked() -> bool:
-            spares.update(_children_of(server_pid) - {first.pid})
-            return bool(spares)
-
-        _wait_until(spare_forked, "the server forks a spare child")
-        (spare,) = spares
+        spare = _spare_beside(first)
         os.kill(spare, signal.SIGKILL)
         _wait_until(lambda: _gone(spare), "the spare dies")
         with Broker(mode="process") as second:
             assert second.pid != spare
-            assert _parent_pid(second.pid) == server_pid
+            assert _parent_pid(second.pid) == _parent_pid(first.pid)
             assert second.logs().count("broker ready") == 1
 
 
