@@ -97,6 +97,9 @@ CLIENT_TELEMETRY_APIS: frozenset[int] = frozenset({ApiKey.GET_TELEMETRY_SUBSCRIP
 IndexRow = tuple[str, int, int, int, int, int]
 
 
+_HANDLERS_PACKAGE = "minikafka.broker.handlers"
+
+
 class StaleHandlerIndex(RuntimeError):
     """A handler module declares other versions than its HANDLER_INDEX row."""
 
@@ -131,12 +134,11 @@ class Registry:
     request, and its route is then kept (the request path looks a route up with one dict lookup)."""
 
     def __init__(self, index: Iterable[IndexRow] = (), kafka_version: str = NEWEST, *,
-                 client_telemetry: bool = True, package: str = "minikafka.broker.handlers") -> None:
+                 client_telemetry: bool = True) -> None:
         """`client_telemetry` False leaves the telemetry APIs out, as a Kafka broker without a receiver does
         (the broker's `minikafka.client.telemetry.enabled`)."""
         self.kafka_version = kafka_version
         self.client_telemetry = client_telemetry
-        self._package = package
         self._routes: dict[int, Route] = {}
         # Served APIs whose module is not imported yet: key -> (index row, served range, advertised range).
         self._pending: dict[int, tuple[IndexRow, VersionRange, VersionRange]] = {}
@@ -179,7 +181,7 @@ class Registry:
     def _resolve(self, key: int, module: ModuleType | None = None) -> Route:
         row, served, advertised = self._pending[key]  # kept until resolved: a failed import fails each request
         if module is None:
-            module = importlib.import_module(f"{self._package}.{row[0]}")
+            module = importlib.import_module(f"{_HANDLERS_PACKAGE}.{row[0]}")
         if index_row(module) != row:
             raise StaleHandlerIndex(f"{module.__name__} declares {index_row(module)}, its index row says {row}")
         handle = module.handle
