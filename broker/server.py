@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 from minikafka.broker.config.client_quotas import ClientQuotaStore
@@ -38,8 +38,13 @@ from minikafka.broker.wire.quotas import ClientQuotas, Windows
 from minikafka.broker.wire.registry import Registry
 from minikafka.broker.wire.services import BrokerServices, Lazy
 from minikafka.broker.wire.waiters import AppendWaiters
-from minikafka.broker.wiring import make_group_coordinator, make_share_coordinator, make_transaction_coordinator
-from minikafka.coordinator.internal_topics import SHARE_STATE_TOPIC
+from minikafka.broker.wiring import (
+    forward_coordinator_logs,
+    make_group_coordinator,
+    make_share_coordinator,
+    make_transaction_coordinator,
+)
+from minikafka.coordinator.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC
 from minikafka.coordinator.producer_ids import ProducerIdManager
 from minikafka.coordinator.timers import Timers
 from minikafka.protocol.framing import FrameReceiver
@@ -52,6 +57,7 @@ if TYPE_CHECKING:
     from minikafka.broker.security.acls import Authorizer
     from minikafka.broker.security.sasl_server import SaslServer
     from minikafka.coordinator.client_metrics.manager import ClientMetricsManager
+    from minikafka.coordinator.group import GroupCoordinator
     from minikafka.coordinator.share.coordinator import ShareCoordinator
 
 _log = structlog.get_logger("minikafka.server")
@@ -220,6 +226,15 @@ def _sasl_server(config: BrokerConfig, clock: Clock) -> SaslServer:
     return SaslServer.from_config(config.properties, config.data_dir, clock.now_ms)
 
 
+class _Loadable(Protocol):
+    """A coordinator replaying its internal topic (`load_steps`), answering COORDINATOR_LOAD_IN_PROGRESS
+    until `loaded`."""
+
+    loaded: bool
+
+    def load_steps(self) -> Iterator[None]: ...
+
+
 def _reset_if_built(subsystem: Lazy[Any]) -> None:
     built = subsystem.built
     if built is not None:
@@ -266,8 +281,14 @@ class BrokerServer:
         # The periodic jobs and the idle-connection check, on the broker clock: a manual clock runs them
         # as `advance` passes their deadlines.
         self._maintenance = Timers(self.clock, name="maintenance")
+        # The coordinators' timers: the group coordinator's sessions and offset retention, the transaction
+        # coordinator's marker retries; running from the start, whichever coordinators are built.
+        self._timers = Timers(self.clock)
         self._stopped = asyncio.Event()
         self._coordinator_load: asyncio.Task[None] | None = None
+        # True once the coordinator load has run (or a reset made it moot): a coordinator built later on
+        # its first use loads itself at once.
+        self._coordinators_loaded = False
         self.services: BrokerServices | None = None
         self.node: Node | None = None
         self.admin: AdminListener | None = None
@@ -298,18 +319,18 @@ class BrokerServer:
         self.node = self._listeners[0].endpoint
         _wire_leadership(cluster, logs, config)
         waiters = AppendWaiters()
-        groups = make_group_coordinator(config, logs, self.clock)
-        groups.use_group_configs(dynamic_configs.group_layer)
+        forward_coordinator_logs()
         producer_ids = ProducerIdManager(config.data_dir)
         self.services = BrokerServices(
             config=config, clock=self.clock, cluster=cluster, logs=logs,
             registry=Registry(HANDLER_INDEX, config.kafka_version,
                               client_telemetry=config.client_telemetry_enabled),
-            waiters=waiters, groups=groups, producer_ids=producer_ids, dynamic_configs=dynamic_configs,
+            waiters=waiters, producer_ids=producer_ids, dynamic_configs=dynamic_configs,
+            group_coordinator=Lazy(lambda: self._group_coordinator(logs, dynamic_configs)),
             client_metrics_manager=Lazy(lambda: _client_metrics_manager(config, dynamic_configs, self.clock)),
             quotas=_client_quotas(config),
-            transactions=make_transaction_coordinator(config, logs, producer_ids.allocate, self.clock, groups,
-                                                      waiters),
+            transactions=make_transaction_coordinator(config, logs, producer_ids.allocate, self.clock,
+                                                      self._complete_group_transaction, self._timers, waiters),
             share_coordinator=Lazy(lambda: self._share_coordinator(logs, waiters, dynamic_configs)),
             metrics=BrokerMetrics(), faults=FaultTable(), crash_points=CrashPoints(kills_process=self.owns_process),
         )
@@ -324,9 +345,11 @@ class BrokerServer:
         self.services.transactions.crash_point = self.services.crash_points.reach
         self.services.faults.resolve_topic = lambda topic_id: getattr(logs.topic_by_id(topic_id), "name", None)
         self._debugging_closers = install_debugging(self.services, config)
-        self.services.groups.start()
+        self._timers.start()
+        if logs.topic(OFFSETS_TOPIC) is not None:
+            self.services.group_coordinator.get()  # state to replay with the other coordinators
         if logs.topic(SHARE_STATE_TOPIC) is not None:
-            self.services.share_coordinator.get()  # state to replay with the other coordinators
+            self.services.share_coordinator.get()
         self._schedule_maintenance()
         self._maintenance.start()
         if config.admin_port is not None:
@@ -350,14 +373,32 @@ class BrokerServer:
         self._coordinator_load = asyncio.create_task(self._load_coordinators(config.coordinator_load_delay_ms / 1000),
                                                      name="coordinator load")
 
+    def _group_coordinator(self, logs: LogManager, dynamic_configs: DynamicConfigStore) -> GroupCoordinator:
+        """Built at start when `__consumer_offsets` exists (the coordinator load replays it), else at the
+        first group request (FindCoordinator included): with no offsets topic there is nothing to replay.
+        Built before the coordinator load has run (its delay), it waits for that load, answering
+        COORDINATOR_LOAD_IN_PROGRESS as a loading coordinator does; built after, it is loaded at once."""
+        groups = make_group_coordinator(self.config, logs, self.clock, self._timers)
+        groups.use_group_configs(dynamic_configs.group_layer)
+        groups.start()
+        if self._coordinators_loaded:
+            groups.load()
+        return groups
+
+    def _complete_group_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                                    coordinator_epoch: int) -> None:
+        """A transaction marker for a `__consumer_offsets` partition (the transaction had AddOffsetsToTxn,
+        which built the group coordinator, or is replayed from a log where that topic exists)."""
+        assert self.services is not None
+        self.services.groups.complete_transaction(partition, producer_id, producer_epoch, commit, coordinator_epoch)
+
     def _share_coordinator(self, logs: LogManager, waiters: AppendWaiters,
                            dynamic_configs: DynamicConfigStore) -> ShareCoordinator:
         """Built at start when `__share_group_state` has state (the coordinator load replays it with the
-        others), else at the first share request or share group lookup: with no state topic there is
-        nothing to replay, so it is loaded at once."""
+        others), else at the first share request or share group lookup, loaded as `_group_coordinator` is."""
         shares = make_share_coordinator(self.config, logs, self.clock, waiters, dynamic_configs.group_layer)
         shares.start()
-        if self._coordinator_load is not None:  # past start: the load of the other coordinators has begun
+        if self._coordinators_loaded:
             for _step in shares.load_steps():
                 pass
         return shares
@@ -405,7 +446,9 @@ class BrokerServer:
         steps: list[tuple[str, Callable[[], object]]] = [
             ("fault rules", fault_table(services).clear),
             ("crash points", crash_points_of(services).clear),
-            ("groups", services.groups.reset),
+            # The group coordinator's sessions and retention and the transaction coordinator's marker retries.
+            ("coordinator timers", self._timers.clear),
+            ("groups", lambda: _reset_if_built(services.group_coordinator)),
             ("share groups", lambda: _reset_if_built(services.share_coordinator)),
             ("transactions", services.transactions.reset),
             ("dynamic configs", services.dynamic_configs.reset),
@@ -447,12 +490,14 @@ class BrokerServer:
             self._coordinator_load.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._coordinator_load
+        self._coordinators_loaded = True
         for node_id in self.node_ids:
             if not services.cluster.is_online(node_id):
                 await self.start_node(node_id)
         async with services.logs.admin_lock:  # no topic is half made while it runs
+            groups = services.group_coordinator.built
             removed = {"topics": len(services.logs.topics()),
-                       "groups": len(services.groups.groups) + len(services.groups.consumer_groups),
+                       "groups": len(groups.groups) + len(groups.consumer_groups) if groups is not None else 0,
                        "transactional_ids": len(services.transactions.txns)}
             failed = []
             for name, step in self._reset_steps(services):
@@ -472,28 +517,41 @@ class BrokerServer:
         """Replay `__consumer_offsets`, then `__transaction_state` (completing a Prepare* writes markers to
         groups), in slices between requests, as Kafka loads coordinator partitions in the background; their
         APIs answer COORDINATOR_LOAD_IN_PROGRESS until then (broker/wire/registry.py)."""
-        assert self.services is not None
+        services = self.services
+        assert services is not None
         started = time.monotonic()
         if delay_s > 0:
             await asyncio.sleep(delay_s)
-        loads: list[tuple[str, Callable[[], Iterator[None]]]] = [
-            ("GroupCoordinator", self.services.groups.load_steps),
-            ("TransactionCoordinator", self.services.transactions.load_steps)]
-        if (shares := self.services.share_coordinator.built) is not None:  # built by now when its topic has state
-            loads.append(("ShareCoordinator", shares.load_steps))
-        for coordinator, load_steps in loads:
+
+        def waiting() -> list[tuple[str, _Loadable]]:
+            """The coordinators built so far and not loaded, in load order: groups before transactions,
+            whose replay may complete a Prepare* by writing markers to groups. Asked again after each
+            load, since a request between two slices may build one on its first use."""
+            built: list[tuple[str, _Loadable | None]] = [
+                ("GroupCoordinator", services.group_coordinator.built),
+                ("TransactionCoordinator", services.transactions),
+                ("ShareCoordinator", services.share_coordinator.built)]
+            return [(name, coordinator) for name, coordinator in built
+                    if coordinator is not None and not coordinator.loaded]
+
+        attempted: set[str] = set()
+        while pending := [(name, c) for name, c in waiting() if name not in attempted]:  # bounded: three names
+            name, coordinator = pending[0]
+            attempted.add(name)
             slice_end = time.monotonic() + _LOAD_SLICE_S
             try:
-                for _step in load_steps():
+                for _step in coordinator.load_steps():
                     if time.monotonic() >= slice_end:
                         await asyncio.sleep(0)
                         slice_end = time.monotonic() + _LOAD_SLICE_S
             except Exception:
                 _log.exception("coordinator load failed; its requests stay COORDINATOR_LOAD_IN_PROGRESS",
-                               coordinator=coordinator)
+                               coordinator=name)
                 return
-        _log.info("coordinators loaded", groups=len(self.services.groups.groups),
-                  transactional_ids=len(self.services.transactions.txns),
+        self._coordinators_loaded = True
+        groups = services.group_coordinator.built
+        _log.info("coordinators loaded", groups=len(groups.groups) if groups is not None else 0,
+                  transactional_ids=len(services.transactions.txns),
                   load_ms=round((time.monotonic() - started) * 1000, 1))
 
     def _bind_all(self, listeners: tuple[Listener, ...]) -> None:
@@ -822,7 +880,9 @@ class BrokerServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._coordinator_load
         if self.services is not None:
-            await self.services.groups.close()
+            if (groups := self.services.group_coordinator.built) is not None:
+                await groups.close()
+            await self._timers.close()
             if (shares := self.services.share_coordinator.built) is not None:
                 await shares.close()
             self.services.logs.close(clean=True)

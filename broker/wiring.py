@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from minikafka.broker.config.config import BROKER_CONFIGS, BrokerConfig
 from minikafka.broker.wire.waiters import AppendWaiters
-from minikafka.coordinator.group import GroupConfig, GroupCoordinator
+from minikafka.coordinator.timers import Timers
 from minikafka.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
 
 if TYPE_CHECKING:
+    from minikafka.coordinator.group import GroupConfig, GroupCoordinator
     from minikafka.coordinator.share.coordinator import ShareConfig, ShareCoordinator
 
 _log = structlog.get_logger("minikafka.transactions")
@@ -27,6 +28,8 @@ def _int(config: BrokerConfig, key: str) -> int:
 
 
 def group_config(config: BrokerConfig) -> GroupConfig:
+    from minikafka.coordinator.group import GroupConfig
+
     return GroupConfig(
         offsets_topic_num_partitions=config.offsets_topic_num_partitions,
         initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
@@ -54,7 +57,9 @@ class _ToStructlog(logging.Handler):
         structlog.get_logger(record.name).log(record.levelno, record.getMessage())
 
 
-def _forward_coordinator_logs() -> None:
+def forward_coordinator_logs() -> None:
+    """At every start, before any coordinator is built: the producer id allocator and the transaction
+    coordinator log from the start, the group coordinator from its first use."""
     logger = logging.getLogger("minikafka.coordinator")
     if not any(isinstance(h, _ToStructlog) for h in logger.handlers):
         logger.addHandler(_ToStructlog())
@@ -62,11 +67,15 @@ def _forward_coordinator_logs() -> None:
         logger.propagate = False
 
 
-def make_group_coordinator(config: BrokerConfig, logs: Any, clock: Any) -> GroupCoordinator:
+def make_group_coordinator(config: BrokerConfig, logs: Any, clock: Any, timers: Timers | None = None
+                           ) -> GroupCoordinator:
     """Build the coordinator; the server replays `__consumer_offsets` (`load_steps`) once it is listening,
-    and its timers start with `start()`."""
-    _forward_coordinator_logs()
-    return GroupCoordinator(logs, clock, group_config(config))
+    and its timers start with `start()`. Imported here, not at the top: a broker builds it at its first
+    group request, or at start when `__consumer_offsets` exists (server.py), so a start that serves no
+    group does without the group code (a sixth of a fresh start's imports)."""
+    from minikafka.coordinator.group import GroupCoordinator
+
+    return GroupCoordinator(logs, clock, group_config(config), timers)
 
 
 def _run_soon(job: Callable[[], None]) -> None:
@@ -82,9 +91,11 @@ def _run_soon(job: Callable[[], None]) -> None:
 
 
 def make_transaction_coordinator(config: BrokerConfig, logs: Any, allocate_producer_id: Callable[[], int],
-                                 clock: Any, groups: Any, waiters: AppendWaiters) -> TransactionCoordinator:
+                                 clock: Any, complete_group_transaction: Callable[[int, int, int, bool, int], None],
+                                 timers: Timers, waiters: AppendWaiters) -> TransactionCoordinator:
     """Build the coordinator; the server replays `__transaction_state` (`load_steps`, finishing any Prepare*
-    it finds) once it is listening."""
+    it finds) once it is listening. `complete_group_transaction` hands a marker written to a
+    `__consumer_offsets` partition to the group coordinator."""
     return TransactionCoordinator(
         logs, allocate_producer_id, clock,
         TxnConfig(num_partitions=config.transaction_state_log_num_partitions,
@@ -93,12 +104,12 @@ def make_transaction_coordinator(config: BrokerConfig, logs: Any, allocate_produ
                   # Kafka's TransactionLog: TransactionLogValue v1 from transaction.version 1 on
                   log_value_version=min(config.transaction_version, 1),
                   transaction_version=config.transaction_version),
-        complete_group_transaction=groups.complete_transaction,
+        complete_group_transaction=complete_group_transaction,
         notify=waiters.notify,
         schedule=_run_soon,
-        # Marker retries run on the group coordinator's timers: started with the broker, stopped
-        # on shutdown before the logs are closed.
-        timers=groups.timers,
+        # Marker retries run on the coordinators' timers, shared with the group coordinator: started with
+        # the broker, stopped on shutdown before the logs are closed.
+        timers=timers,
     )
 
 

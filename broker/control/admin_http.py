@@ -217,16 +217,18 @@ def state_snapshot(services: BrokerServices) -> dict[str, Any]:
                 continue
             partitions[str(index)] = _partition_state(log)
         topics[meta.name] = {"topic_id": str(meta.topic_id), "partitions": partitions}
-    coordinator = services.groups
     groups: dict[str, Any] = {}
-    for listing in sorted(coordinator.list_groups(with_offsets_only=True), key=lambda listing: listing.group_id):
-        described = coordinator.describe_group(listing.group_id)
-        groups[listing.group_id] = _classic_group_state(coordinator, logs, described)
-    for group_id in sorted(coordinator.consumer_groups):
-        consumer_group = coordinator.consumer_group(group_id)
-        if consumer_group is not None:
-            groups.setdefault(group_id, {"committed": {}, "lag": {}}).update(
-                _consumer_group_state(coordinator, consumer_group))
+    coordinator = services.group_coordinator.built  # looked at, not built: none built, no group exists
+    if coordinator is not None:
+        for listing in sorted(coordinator.list_groups(with_offsets_only=True),
+                              key=lambda listing: listing.group_id):
+            described = coordinator.describe_group(listing.group_id)
+            groups[listing.group_id] = _classic_group_state(coordinator, logs, described)
+        for group_id in sorted(coordinator.consumer_groups):
+            consumer_group = coordinator.consumer_group(group_id)
+            if consumer_group is not None:
+                groups.setdefault(group_id, {"committed": {}, "lag": {}}).update(
+                    _consumer_group_state(coordinator, consumer_group))
     snapshot = {"topics": topics, "transactions": _transactions_state(services), "groups": groups,
                 "clients": clients_state(services), "share_groups": share_groups_state(services)}
     if services.schema_registry is not None:
@@ -237,8 +239,10 @@ def state_snapshot(services: BrokerServices) -> dict[str, Any]:
 def share_groups_state(services: BrokerServices) -> dict[str, Any]:
     """Share groups (KIP-932): epochs, members with their assignment and session deadline (broker clock),
     and each share-partition's start offset, records in flight and under lock, and lag."""
-    shares = services.shares
+    shares = services.share_coordinator.built  # looked at, not built: none built, no share group exists
     out: dict[str, Any] = {}
+    if shares is None:
+        return out
     for group_id, group in sorted(shares.groups.items()):
         partitions: dict[str, dict[str, Any]] = {}
         for view in shares.views(group_id):

@@ -152,8 +152,10 @@ class BrokerCollector:
 
     def _groups(self) -> Iterator[Metric]:
         counts = dict.fromkeys(GROUP_STATES, 0)
-        # A group known only by its committed offsets is an Empty group, as Kafka loads it.
-        for listing in self.services.groups.list_groups(with_offsets_only=True):
+        # A group known only by its committed offsets is an Empty group, as Kafka loads it. A scrape looks
+        # without building the group or share coordinator: none built, none of their groups exists.
+        groups = self.services.group_coordinator.built
+        for listing in groups.list_groups(with_offsets_only=True) if groups is not None else ():
             counts[listing.state] += 1
         family = GaugeMetricFamily("kafka_server_group_coordinator_metrics_classic_group_count",
                                    "Consumer groups by state.", labels=["state"])
@@ -162,7 +164,7 @@ class BrokerCollector:
         yield family
 
     def _share_groups(self) -> Iterator[Metric]:
-        shares = self.services.shares
+        shares = self.services.share_coordinator.built
         counts = {"Empty": 0, "Stable": 0}
         members = GaugeMetricFamily("minikafka_share_group_members", "Members of each share group.",
                                     labels=["group"])
@@ -176,15 +178,16 @@ class BrokerCollector:
                                      "Records held under an acquisition lock.", labels=labels)
         lag = GaugeMetricFamily("minikafka_share_partition_lag",
                                 "Records up to the high watermark whose delivery is not complete.", labels=labels)
-        for group_id, group in sorted(shares.groups.items()):
-            counts[group.state] += 1
-            members.add_metric([group_id], len(group.members))
-            for view in shares.views(group_id):
-                where = [group_id, view.topic, str(view.partition)]
-                start.add_metric(where, view.start_offset)
-                in_flight.add_metric(where, view.in_flight)
-                acquired.add_metric(where, view.acquired)
-                lag.add_metric(where, view.lag)
+        if shares is not None:  # none built: no share group exists
+            for group_id, group in sorted(shares.groups.items()):
+                counts[group.state] += 1
+                members.add_metric([group_id], len(group.members))
+                for view in shares.views(group_id):
+                    where = [group_id, view.topic, str(view.partition)]
+                    start.add_metric(where, view.start_offset)
+                    in_flight.add_metric(where, view.in_flight)
+                    acquired.add_metric(where, view.acquired)
+                    lag.add_metric(where, view.lag)
         family = GaugeMetricFamily("kafka_server_group_coordinator_metrics_share_group_count",
                                    "Share groups by state.", labels=["state"])
         for state, count in counts.items():

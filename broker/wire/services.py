@@ -20,7 +20,6 @@ from minikafka.broker.wire.hooks import (
 from minikafka.broker.wire.quotas import ClientQuotas
 from minikafka.broker.wire.registry import Registry
 from minikafka.broker.wire.waiters import AppendWaiters
-from minikafka.coordinator.group import GroupCoordinator
 from minikafka.coordinator.producer_ids import ProducerIdManager
 from minikafka.coordinator.transaction.coordinator import TransactionCoordinator
 from minikafka.storage.clock import Clock
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
     from minikafka.broker.security.acls import Authorizer
     from minikafka.broker.security.sasl_server import SaslServer
     from minikafka.coordinator.client_metrics.manager import ClientMetricsManager
+    from minikafka.coordinator.group import GroupCoordinator
     from minikafka.coordinator.share.coordinator import ShareCoordinator
     from minikafka.coordinator.share.group import ShareGroup
 
@@ -37,8 +37,8 @@ T = TypeVar("T")
 
 
 class Lazy(Generic[T]):
-    """A subsystem built at its first use: one that most brokers never use (share groups, client telemetry)
-    need not be imported or built by every start."""
+    """A subsystem built at its first use: one that most brokers never use (share groups, client telemetry),
+    or that a start need not have (the group coordinator), is neither imported nor built by every start."""
 
     __slots__ = ("_build", "_built")
 
@@ -65,7 +65,9 @@ class BrokerServices:
     logs: LogManager
     registry: Registry
     waiters: AppendWaiters
-    groups: GroupCoordinator
+    # The group coordinator (classic and KIP-848 groups, offsets): built at the first group request, or at
+    # start when `__consumer_offsets` exists (the server's `_group_coordinator`); `groups` builds it.
+    group_coordinator: Lazy[GroupCoordinator]
     producer_ids: ProducerIdManager
     transactions: TransactionCoordinator
     # Share groups (KIP-932) and their share-partitions: built at first use, or at start when
@@ -99,6 +101,10 @@ class BrokerServices:
     reset: Callable[[], Awaitable[dict[str, Any]]] | None = None
 
     @property
+    def groups(self) -> GroupCoordinator:
+        return self.group_coordinator.get()
+
+    @property
     def shares(self) -> ShareCoordinator:
         return self.share_coordinator.get()
 
@@ -126,7 +132,8 @@ class BrokerServices:
         control plane's clean-up of one test's topic)."""
         self.logs.delete_topic(name)
         self.cluster.forget_topic(name)
-        self.groups.on_topic_deleted(name)
+        if (groups := self.group_coordinator.built) is not None:  # none built: no group, no offsets
+            groups.on_topic_deleted(name)
 
     def auto_create_topic(self, name: str) -> TopicMeta | None:
         """Create `name` with the broker defaults if auto-creation is on; None otherwise."""

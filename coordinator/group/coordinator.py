@@ -61,12 +61,15 @@ __all__ = [
 
 
 class GroupCoordinator:
-    def __init__(self, logs: LogManager, clock: Clock, config: GroupConfig | None = None) -> None:
+    def __init__(self, logs: LogManager, clock: Clock, config: GroupConfig | None = None,
+                 timers: Timers | None = None) -> None:
+        """`timers` may be shared with the transaction coordinator's marker retries (the broker's wiring
+        owns them then and starts them before this coordinator exists)."""
         self.config = config or GroupConfig()
         self.clock = clock
         self._logs = logs
         self._group_overrides: Callable[[str], Mapping[str, str]] | None = None
-        self._build(Timers(clock))
+        self._build(timers if timers is not None else Timers(clock))
         # False until `__consumer_offsets` is replayed: requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS.
         self.loaded = False
 

@@ -1,11 +1,13 @@
-"""The share coordinator, the client metrics manager and the SASL server are built at first use, not at
-every start.
+"""The group coordinator, the share coordinator, the client metrics manager and the SASL server are built at
+first use, not at every start.
 
 Most brokers never see a share group, a telemetry push or a SASL handshake: a start does not import or build them
 (tests/testing/test_start_imports.py keeps their modules off a plain start's list). Lookups every group
 request makes (is this group id a share group? which share groups are there?) answer without building the
 share coordinator; a share request builds it; a data directory holding share state builds it at start so
-the state is replayed with the other coordinators'. The SASL server is built at start where a listener
+the state is replayed with the other coordinators'. The group coordinator likewise: its first request
+(FindCoordinator included) builds it, `__consumer_offsets` on disk builds it at start, and one built while the
+coordinator load waits out its delay is loaded by that load. The SASL server is built at start where a listener
 speaks SASL or SCRAM users are configured, so a wrong setting still stops the start.
 """
 
@@ -21,10 +23,12 @@ from typing import Any
 import pytest
 from minikafka.broker.config.config import BrokerConfig, ConfigError
 from minikafka.broker.server import BrokerServer
+from minikafka.coordinator.group import OffsetCommit
 from minikafka.coordinator.internal_topics import SHARE_STATE_TOPIC
 from minikafka.protocol.api_keys import ApiKey
 from minikafka.protocol.build import build
 from minikafka.protocol.codec import encode_request, load_request_schema
+from minikafka.protocol.errors import ErrorCode
 
 _correlation = iter(range(1, 1_000_000))
 
@@ -125,3 +129,77 @@ async def test_configured_scram_users_build_sasl_at_start_and_a_wrong_entry_stop
                                       properties={"minikafka.scram.users": "alice"}))
     with pytest.raises(ConfigError, match="expected user:password"):
         await wrong.start()
+
+
+async def test_a_start_and_its_first_non_group_requests_do_not_build_the_group_coordinator(
+        server: BrokerServer) -> None:
+    services = server.services
+    assert services is not None
+    await _ask(server, ApiKey.API_VERSIONS, 3, client_software_name="t", client_software_version="1")
+    await _ask(server, ApiKey.METADATA, 12, topics=None, allow_auto_topic_creation=False,
+               include_topic_authorized_operations=False)
+    assert services.group_coordinator.built is None
+    await _ask(server, ApiKey.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=("g",))
+    groups = services.group_coordinator.built
+    assert groups is not None and groups.loaded
+
+
+async def test_offsets_on_disk_build_the_group_coordinator_at_start_and_replay_them(tmp_path: Path) -> None:
+    first = BrokerServer(_config(tmp_path / "data"))
+    await first.start()
+    assert first.services is not None
+    first.services.logs.create_topic("t", 1)
+    first.services.groups.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+                                         commits=[OffsetCommit("t", 0, 7, -1, "")])
+    await first.shutdown()
+    second = BrokerServer(_config(tmp_path / "data"))
+    await second.start()
+    try:
+        assert second.services is not None
+        groups = second.services.group_coordinator.built
+        assert groups is not None
+        for _ in range(1000):  # bounded: the load runs between requests, a few loop turns here
+            if groups.loaded:
+                break
+            await asyncio.sleep(0.01)
+        committed = groups.offsets.fetch("g", ("t", 0))
+        assert committed is not None and committed.offset == 7
+    finally:
+        await second.shutdown()
+
+
+async def test_a_group_coordinator_built_during_the_load_delay_waits_for_the_load(tmp_path: Path) -> None:
+    broker = BrokerServer(BrokerConfig(host="127.0.0.1", port=0, data_dir=tmp_path / "data",
+                                       coordinator_load_delay_ms=600_000))
+    await broker.start()
+    try:
+        services = broker.services
+        assert services is not None and services.group_coordinator.built is None
+        answer = await _ask(broker, ApiKey.LIST_GROUPS, 5, states_filter=(), types_filter=())
+        # ListGroups v5: correlation id, tag buffer, throttle time, then the error code.
+        assert struct.unpack_from(">h", answer, 9)[0] == ErrorCode.coordinator_load_in_progress
+        groups = services.group_coordinator.built
+        assert groups is not None and not groups.loaded
+        load = broker._coordinator_load
+        assert load is not None
+        load.cancel()  # the held load, run now without its delay
+        await asyncio.gather(load, return_exceptions=True)
+        await broker._load_coordinators(0)
+        assert groups.loaded and services.transactions.loaded
+        await _ask(broker, ApiKey.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=("g",))
+        assert services.group_coordinator.built is groups
+    finally:
+        await broker.shutdown()
+
+
+async def test_the_state_snapshot_and_a_metrics_scrape_look_without_building_a_coordinator(
+        server: BrokerServer) -> None:
+    from minikafka.broker.control.admin_http import state_snapshot
+    from minikafka.broker.observe.prometheus import render
+
+    services = server.services
+    assert services is not None
+    snapshot = state_snapshot(services)
+    assert snapshot["groups"] == {} and snapshot["share_groups"] == {}
+    assert b'kafka_server_group_coordinator_metrics_classic_group_count{state="Stable"} 0.0' in render(services)
+    assert services.group_coordinator.built is None and services.share_coordinator.built is None
