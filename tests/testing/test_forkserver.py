@@ -208,3 +208,21 @@ def test_standard_output_reaches_the_log_as_a_spawned_brokers_does() -> None:
             AdminClient({"bootstrap.servers": broker.bootstrap_servers}).list_topics(timeout=15)
             assert broker.stop() == 0
             assert '"Metadata"' in broker.logs()
+
+
+def test_the_server_compiles_every_accepted_version_newest_first() -> None:
+    """What clients send is often older than the newest (librdkafka 2.16: Produce v10, Fetch v16, ...): the
+    server compiles every version a handler accepts, each API's newest first, then every API's next older
+    one, so a child finds the codecs of any client compiled."""
+    from minikafka.broker.handlers import all_handler_modules
+
+    newest = forkserver._codecs_to_prepare()
+    older = forkserver._older_codecs_to_prepare()
+    accepted = {(int(module.API_KEY), version) for module in all_handler_modules()
+                for version in range(module.VERSIONS.min, module.VERSIONS.max + 1)}
+    assert len(set(newest) | set(older)) == len(newest) + len(older)  # none twice
+    assert accepted <= set(newest) | set(older)
+    depth = {pair: max_version - pair[1] for module in all_handler_modules()
+             for pair in older if pair[0] == int(module.API_KEY) for max_version in [module.VERSIONS.max]}
+    assert [depth[pair] for pair in older] == sorted(depth[pair] for pair in older)
+    assert (0, 10) in older and (1, 16) in older  # librdkafka 2.16's Produce and Fetch
