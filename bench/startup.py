@@ -4,6 +4,8 @@
 
 - inprocess fresh: a fresh interpreter from `import minikafka.testing` to the first answer of its first
   `Broker()` (target 150 ms);
+- inprocess fresh -rich: the same as where rich is not installed (structlog imports it when it is: 100 ms
+  here; printed only where rich is installed);
 - inprocess later: `Broker()` in this process once the broker is imported and one start made (20 ms);
 - process spawn: `Broker(mode="process", fork_server=False)`, a fresh `python -m minikafka.broker serve`;
 - process forked first: a fresh interpreter's first `Broker(mode="process")`, starting the fork server;
@@ -22,6 +24,7 @@ in some CI shells); a wheel install carries its bytecode, so the note printed sa
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import inspect
 import os
 import resource
@@ -156,10 +159,13 @@ broker.close()
 """
 
 
-def _fresh_interpreter_start(mode: Mode) -> tuple[float, float]:
+def _fresh_interpreter_start(mode: Mode, *, without_rich: bool = False) -> tuple[float, float]:
     """(wall ms, CPU ms of that interpreter, its broker thread included; NaN in process mode, where the
-    broker's CPU is another process's)."""
+    broker's CPU is another process's). `without_rich`: as in an environment without rich installed
+    (structlog imports it at its own import when it is; the import fails as when it is absent)."""
     code = FRESH_START.replace("MODE", repr(mode))
+    if without_rich:
+        code = "import sys; sys.modules['rich'] = None\n" + code
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     wall_ms, cpu_ms = out.stdout.split()[-2:]
     return float(wall_ms), float(cpu_ms) if mode == "inprocess" else float("nan")
@@ -205,7 +211,8 @@ def _report(name: str, what: str, runs: list[tuple[float, float]], target_ms: fl
     print(line)
 
 
-ROWS = ("floor", "imports", "inprocess-fresh", "inprocess-later", "spawn", "forked-first", "forked-later", "serve")
+ROWS = ("floor", "imports", "inprocess-fresh", "inprocess-fresh-no-rich", "inprocess-later", "spawn", "forked-first",
+        "forked-later", "serve")
 
 
 def main() -> int:
@@ -233,6 +240,11 @@ def main() -> int:
     if "inprocess-fresh" in rows:
         fresh = [_fresh_interpreter_start("inprocess") for _ in range(starts)]
         _report("inprocess fresh", "import minikafka.testing to the first answer", fresh, 150)
+    if "inprocess-fresh-no-rich" in rows and importlib.util.find_spec("rich") is not None:
+        # rich is not the broker's: here it comes with a development tool (import-linter), in a user's test
+        # process with whatever brought it; structlog imports it either way.
+        bare = [_fresh_interpreter_start("inprocess", without_rich=True) for _ in range(starts)]
+        _report("inprocess fresh -rich", "the same where rich is not installed", bare, 150)
     if "inprocess-later" in rows:
         _start_to_first_answer("inprocess")  # the warm-up start: later starts are measured after it
         later = [_start_to_first_answer("inprocess") for _ in range(starts)]
