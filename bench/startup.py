@@ -8,7 +8,8 @@
   here; printed only where rich is installed);
 - inprocess later: `Broker()` in this process once the broker is imported and one start made (20 ms);
 - process spawn: `Broker(mode="process", fork_server=False)`, a fresh `python -m minikafka.broker serve`;
-- process forked first: a fresh interpreter's first `Broker(mode="process")`, starting the fork server;
+- process first: a fresh interpreter's first `Broker(mode="process")`: it starts the fork server and, since
+  that server is still importing, is spawned (a tree from before that change waited for the server);
 - process forked later: later starts from the fork server, once it has compiled its codecs (20 ms);
 - serve: `python -m minikafka.broker serve --port P` spawned to its first answer (200 ms).
 Each start uses a fresh temporary data directory. It also times the broker's imports in a fresh interpreter,
@@ -256,7 +257,7 @@ def main() -> int:
     if forkserver is not None and forkserver.supported():
         if "forked-first" in rows:
             first = [_fresh_interpreter_start("process") for _ in range(starts)]
-            _report("process forked first", "a fresh interpreter's first, the fork server's start included",
+            _report("process first", "a fresh interpreter's first, starting the fork server meanwhile",
                     first, None)
         if "forked-later" in rows:
             _start_to_first_answer("process", fork_server=True)

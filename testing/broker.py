@@ -15,7 +15,8 @@ with JSON logs into `log_file` and its admin listener on a free port (`admin_lis
 `minikafka serve` runs by default) and any more `serve_args` (`("--trace", path)`), and reads both ports
 from its `broker ready` line. That process is forked from this process's fork server (testing/forkserver.py,
 Linux), which has the broker imported, unless `fork_server=False` or MINIKAFKA_FORK_SERVER=0 asks for a
-freshly spawned interpreter. `logs()` holds every start's lines, `run_log()` the latest start's; `pid` and
+freshly spawned interpreter; a start while the server still imports is spawned too (`fork_server=True`
+waits for it). `logs()` holds every start's lines, `run_log()` the latest start's; `pid` and
 `alive` say where it runs and whether it still does.
 
 The control plane (`add_fault`, `faults`, `remove_fault`, `clear_faults`, `state`, `wait_for`,
@@ -271,11 +272,20 @@ class _Process(Protocol):
     def kill(self) -> None: ...
 
 
-def _use_fork_server(requested: bool | None) -> bool:
+ForkPolicy = Literal["spawn", "fork", "fork-when-ready"]
+
+
+def _fork_policy(requested: bool | None) -> ForkPolicy:
+    """`fork_server=True` forks (waiting for the server's imports if need be); by default a start forks when
+    the server is ready and is spawned while it still imports, as it does at a session's first start: a
+    lone process-mode broker then costs a spawn (0.4 s here), not the server's start (1 s)."""
     from minikafka.testing import forkserver
 
-    wanted = forkserver.enabled_by_environment() if requested is None else requested
-    return wanted and forkserver.supported()
+    if not forkserver.supported():
+        return "spawn"
+    if requested is None:
+        return "fork-when-ready" if forkserver.enabled_by_environment() else "spawn"
+    return "fork" if requested else "spawn"
 
 
 class _SubprocessBroker:
@@ -284,7 +294,7 @@ class _SubprocessBroker:
     broker's modules imported already."""
 
     def __init__(self, config: Mapping[str, str], host: str, port: int, data_dir: Path, log_path: Path,
-                 admin_listener: bool = True, serve_args: Sequence[str] = (), fork: bool = False) -> None:
+                 admin_listener: bool = True, serve_args: Sequence[str] = (), fork: ForkPolicy = "spawn") -> None:
         self.args = [sys.executable, "-m", "minikafka.broker", "serve", "--host", host, "--port", str(port),
                      "--data-dir", str(data_dir), "--log-format", "json"]
         if admin_listener and ADMIN_PORT_KEY not in config:
@@ -295,17 +305,20 @@ class _SubprocessBroker:
         self.args += serve_args
         self.log_path = log_path
         self.fork = fork
+        self.forked = False  # whether the running one was forked
         self.process: _Process | None = None
         self.admin_port: int | None = None
         self.schema_registry_url: str | None = None
 
     def _launch(self) -> _Process:
-        if self.fork:
+        self.forked = False
+        if self.fork != "spawn":
             from minikafka.testing.forkserver import shared_server
 
-            server = shared_server()
-            if server.forks_as_spawned():
+            server = shared_server()  # started now if it was not: ready for the next start
+            if server.forks_as_spawned() and (self.fork == "fork" or server.ready_now()):
                 self.log_path.touch()  # read for the ready line before the child has opened it
+                self.forked = True
                 return server.spawn(self.args[3:], str(self.log_path))
         with open(self.log_path, "ab") as log_file:
             process = subprocess.Popen(self.args, stdout=log_file, stderr=subprocess.STDOUT,
@@ -327,7 +340,7 @@ class _SubprocessBroker:
             time.sleep(poll_s)
             # A forked broker is ready within milliseconds, a spawned one after its imports: look often at
             # first, then back off so a slow start does not spin on a shared machine.
-            poll_s = min(poll_s * 2, _FORKED_READY_POLL_S if self.fork else _READY_POLL_S)
+            poll_s = min(poll_s * 2, _FORKED_READY_POLL_S if self.forked else _READY_POLL_S)
         self.kill(timeout)
         raise BrokerError(f"broker not ready after {timeout}s:\n{_log_tail(self.log_path)}")
 
@@ -824,7 +837,7 @@ class Broker:
             if not self._config_checked:
                 self._build_config(port)  # a bad value raises ConfigError here, not as a broker exit code
             runner = _SubprocessBroker(self.config, HOST, port, self._data_dir, self._log_path,
-                                       self._admin_listener, self._serve_args, _use_fork_server(self._fork_server))
+                                       self._admin_listener, self._serve_args, _fork_policy(self._fork_server))
         self._port = runner.start(self.timeout)
         self._running = runner
         if runner.schema_registry_url is not None:

@@ -86,6 +86,25 @@ class ForkServer:
         self._answers: IO[bytes] = self._process.stdout
         self._ready = False  # its imports may still run: the first request waits for its ready line
 
+    def ready_now(self) -> bool:
+        """Whether the server has finished its imports, without waiting for it (a start meanwhile is spawned)."""
+        if self._ready:
+            return True
+        if not self._lock.acquire(blocking=False):
+            return False  # another thread is waiting for it
+        try:
+            readable, _, _ = select.select([self._answers], [], [], 0)
+            if readable:
+                self._wait_ready()
+            return self._ready
+        finally:
+            self._lock.release()
+
+    def wait_ready(self) -> None:
+        """Wait until the server has finished its imports (the first request would)."""
+        with self._lock:
+            self._wait_ready()
+
     def _wait_ready(self) -> None:
         if self._ready:
             return

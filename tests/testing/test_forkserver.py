@@ -23,6 +23,12 @@ pytestmark = pytest.mark.skipif(not supported(), reason="the fork server needs L
 _DEADLINE_S = 20.0
 
 
+@pytest.fixture(autouse=True)
+def _server_ready() -> None:
+    """A start is spawned while the fork server still imports: these tests are about forked ones."""
+    forkserver.shared_server().wait_ready()
+
+
 def _parent_pid(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
@@ -165,7 +171,7 @@ def test_the_environment_variable_turns_forking_off(monkeypatch: pytest.MonkeyPa
 _ORPHAN_CHECK = """
 import os, sys
 from minikafka.testing import Broker
-broker = Broker(mode="process").start()
+broker = Broker(mode="process", fork_server=True).start()
 with open(f"/proc/{broker.pid}/stat") as stat:
     server = int(stat.read().rsplit(")", 1)[1].split()[1])
 print(server, broker.pid, flush=True)
@@ -226,3 +232,25 @@ def test_the_server_compiles_every_accepted_version_newest_first() -> None:
              for pair in older if pair[0] == int(module.API_KEY) for max_version in [module.VERSIONS.max]}
     assert [depth[pair] for pair in older] == sorted(depth[pair] for pair in older)
     assert (0, 10) in older and (1, 16) in older  # librdkafka 2.16's Produce and Fetch
+
+
+_FIRST_STARTS = """
+import os
+from minikafka.testing import Broker, forkserver
+def parent(pid):
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
+with Broker(mode="process") as first:  # the server has just been started: still importing
+    print(parent(first.pid) == os.getpid(), flush=True)
+forkserver.shared_server().wait_ready()
+with Broker(mode="process") as later, Broker(mode="process", fork_server=True) as asked:
+    print(parent(later.pid) != os.getpid(), parent(asked.pid) == parent(later.pid) != os.getpid(), flush=True)
+"""
+
+
+def test_a_start_while_the_server_imports_is_spawned_and_later_ones_are_forked() -> None:
+    """A session's first process-mode broker does not wait for the server's imports (a lone broker would
+    pay them for nothing); once the server is ready, starts fork. `fork_server=True` always forks."""
+    result = subprocess.run([sys.executable, "-c", _FIRST_STARTS], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["True", "True", "True"]
