@@ -255,6 +255,8 @@ from minikafka.testing import forkserver
 
 def test_server_started_before_any_fixture():
     assert forkserver._server is not None
+    # A start while the server still imports is spawned: the next test's broker is to be forked.
+    forkserver._server.wait_ready()
 
 
 def test_own_broker_is_a_child_of_the_server(minikafka):
