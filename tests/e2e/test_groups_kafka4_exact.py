@@ -178,12 +178,17 @@ def test_commit_with_an_older_generation_during_a_rebalance_is_illegal_generatio
 
     # The kafka-python member stops polling, so the group waits for it in the next join phase.
     poller.park()
+    # Stats are snapshots: the last one can still show the previous rebalance's wait-join. Only one taken
+    # after this subscribe counts; librdkafka stamps them with CLOCK_MONOTONIC microseconds, as
+    # time.monotonic_ns reads it on Linux.
+    subscribed_at_us = time.monotonic_ns() // 1000
     leader.subscribe([topic, other], on_assign=rebalances.on_assign, on_revoke=rebalances.on_revoke)
 
     def coordinator() -> dict[str, Any]:
         return stats.get("brokers", {}).get("GroupCoordinator", {})
 
-    poll_all([leader], lambda: stats.get("cgrp", {}).get("join_state") == "wait-join", 20,
+    poll_all([leader], lambda: stats.get("ts", 0) > subscribed_at_us
+             and stats.get("cgrp", {}).get("join_state") == "wait-join", 20,
              "the first consumer to wait in JoinGroup")
     (owned_partition,) = [p for t, p in rebalances.owned if t == topic]
     leader.commit(offsets=[TopicPartition(topic, owned_partition, 3)], asynchronous=True)
