@@ -6,6 +6,8 @@
   `Broker()` (target 150 ms);
 - inprocess fresh -rich: the same as where rich is not installed (structlog imports it when it is: 100 ms
   here; printed only where rich is installed);
+- inprocess pytest -rich: the same, rich absent, after pytest's and pytest-asyncio's imports (untimed), as
+  where a test suite starts its first broker (150 ms);
 - inprocess later: `Broker()` in this process once the broker is imported and one start made (20 ms);
 - process spawn: `Broker(mode="process", fork_server=False)`, a fresh `python -m minikafka.broker serve`;
 - process first: a fresh interpreter's first `Broker(mode="process")`: it starts the fork server and, since
@@ -160,11 +162,20 @@ broker.close()
 """
 
 
-def _fresh_interpreter_start(mode: Mode, *, without_rich: bool = False) -> tuple[float, float]:
+# What a pytest session has imported before its first test starts a broker: pytest and pytest-asyncio (the
+# asyncio plugin users of an asyncio client have; it imports asyncio), before `import minikafka.testing`.
+_PYTEST_IMPORTS = "import pytest, pytest_asyncio, _pytest.python\n"
+
+
+def _fresh_interpreter_start(mode: Mode, *, without_rich: bool = False, under_pytest: bool = False
+                             ) -> tuple[float, float]:
     """(wall ms, CPU ms of that interpreter, its broker thread included; NaN in process mode, where the
     broker's CPU is another process's). `without_rich`: as in an environment without rich installed
-    (structlog imports it at its own import when it is; the import fails as when it is absent)."""
+    (structlog imports it at its own import when it is; the import fails as when it is absent).
+    `under_pytest`: pytest's own imports made first, outside the timing."""
     code = FRESH_START.replace("MODE", repr(mode))
+    if under_pytest:
+        code = _PYTEST_IMPORTS + code
     if without_rich:
         code = "import sys; sys.modules['rich'] = None\n" + code
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
@@ -212,8 +223,8 @@ def _report(name: str, what: str, runs: list[tuple[float, float]], target_ms: fl
     print(line)
 
 
-ROWS = ("floor", "imports", "inprocess-fresh", "inprocess-fresh-no-rich", "inprocess-later", "spawn", "forked-first",
-        "forked-later", "serve")
+ROWS = ("floor", "imports", "inprocess-fresh", "inprocess-fresh-no-rich", "inprocess-pytest", "inprocess-later",
+        "spawn", "forked-first", "forked-later", "serve")
 
 
 def main() -> int:
@@ -246,6 +257,12 @@ def main() -> int:
         # process with whatever brought it; structlog imports it either way.
         bare = [_fresh_interpreter_start("inprocess", without_rich=True) for _ in range(starts)]
         _report("inprocess fresh -rich", "the same where rich is not installed", bare, 150)
+    if "inprocess-pytest" in rows:
+        # Where a test suite starts its first broker: pytest and its asyncio plugin imported (asyncio among
+        # them), rich absent as in the row above.
+        in_session = [_fresh_interpreter_start("inprocess", without_rich=True, under_pytest=True)
+                      for _ in range(starts)]
+        _report("inprocess pytest -rich", "the same after pytest's own imports", in_session, 150)
     if "inprocess-later" in rows:
         _start_to_first_answer("inprocess")  # the warm-up start: later starts are measured after it
         later = [_start_to_first_answer("inprocess") for _ in range(starts)]

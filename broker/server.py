@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import structlog
 from minikafka.broker.config.client_quotas import ClientQuotaStore
@@ -44,7 +44,7 @@ from minikafka.broker.wiring import (
     make_share_coordinator,
     make_transaction_coordinator,
 )
-from minikafka.coordinator.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC
+from minikafka.coordinator.internal_topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from minikafka.coordinator.producer_ids import ProducerIdManager
 from minikafka.coordinator.timers import Timers
 from minikafka.protocol.framing import FrameReceiver
@@ -59,8 +59,11 @@ if TYPE_CHECKING:
     from minikafka.coordinator.client_metrics.manager import ClientMetricsManager
     from minikafka.coordinator.group import GroupCoordinator
     from minikafka.coordinator.share.coordinator import ShareCoordinator
+    from minikafka.coordinator.transaction.coordinator import TransactionCoordinator
 
 _log = structlog.get_logger("minikafka.server")
+
+T = TypeVar("T")
 
 # asyncio.start_server's default; Kafka's socket.listen.backlog.size is 50.
 _LISTEN_BACKLOG = 100
@@ -236,9 +239,14 @@ class _Loadable(Protocol):
 
 
 def _reset_if_built(subsystem: Lazy[Any]) -> None:
+    _if_built(subsystem, lambda built: built.reset())
+
+
+def _if_built(subsystem: Lazy[T], job: Callable[[T], object]) -> None:
+    """`job` on the subsystem if something has built it; a subsystem never built has nothing to do."""
     built = subsystem.built
     if built is not None:
-        built.reset()
+        job(built)
 
 
 def _clock_for(config: BrokerConfig) -> Clock:
@@ -329,8 +337,7 @@ class BrokerServer:
             group_coordinator=Lazy(lambda: self._group_coordinator(logs, dynamic_configs)),
             client_metrics_manager=Lazy(lambda: _client_metrics_manager(config, dynamic_configs, self.clock)),
             quotas=_client_quotas(config),
-            transactions=make_transaction_coordinator(config, logs, producer_ids.allocate, self.clock,
-                                                      self._complete_group_transaction, self._timers, waiters),
+            transaction_coordinator=Lazy(lambda: self._transaction_coordinator(logs, producer_ids, waiters)),
             share_coordinator=Lazy(lambda: self._share_coordinator(logs, waiters, dynamic_configs)),
             metrics=BrokerMetrics(), faults=FaultTable(), crash_points=CrashPoints(kills_process=self.owns_process),
         )
@@ -342,12 +349,13 @@ class BrokerServer:
         self.services.node_control = self
         self.services.reset = self.reset
         self.services.metrics.open_connections = lambda: self.connection_count
-        self.services.transactions.crash_point = self.services.crash_points.reach
         self.services.faults.resolve_topic = lambda topic_id: getattr(logs.topic_by_id(topic_id), "name", None)
         self._debugging_closers = install_debugging(self.services, config)
         self._timers.start()
         if logs.topic(OFFSETS_TOPIC) is not None:
             self.services.group_coordinator.get()  # state to replay with the other coordinators
+        if logs.topic(TRANSACTION_STATE_TOPIC) is not None:
+            self.services.transaction_coordinator.get()
         if logs.topic(SHARE_STATE_TOPIC) is not None:
             self.services.share_coordinator.get()
         self._schedule_maintenance()
@@ -384,6 +392,19 @@ class BrokerServer:
         if self._coordinators_loaded:
             groups.load()
         return groups
+
+    def _transaction_coordinator(self, logs: LogManager, producer_ids: ProducerIdManager,
+                                 waiters: AppendWaiters) -> TransactionCoordinator:
+        """Built at start when `__transaction_state` exists (the coordinator load replays it), else at the
+        first transactional request; loaded as `_group_coordinator` is. An idempotent producer's
+        InitProducerId takes an id from `producer_ids` and builds nothing."""
+        assert self.services is not None
+        transactions = make_transaction_coordinator(self.config, logs, producer_ids.allocate, self.clock,
+                                                    self._complete_group_transaction, self._timers, waiters)
+        transactions.crash_point = self.services.crash_points.reach
+        if self._coordinators_loaded:
+            transactions.load()
+        return transactions
 
     def _complete_group_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
                                     coordinator_epoch: int) -> None:
@@ -450,7 +471,7 @@ class BrokerServer:
             ("coordinator timers", self._timers.clear),
             ("groups", lambda: _reset_if_built(services.group_coordinator)),
             ("share groups", lambda: _reset_if_built(services.share_coordinator)),
-            ("transactions", services.transactions.reset),
+            ("transactions", lambda: _reset_if_built(services.transaction_coordinator)),
             ("dynamic configs", services.dynamic_configs.reset),
             ("client metrics", lambda: _reset_if_built(services.client_metrics_manager)),
             ("client quotas", services.quotas.reset),
@@ -496,9 +517,10 @@ class BrokerServer:
                 await self.start_node(node_id)
         async with services.logs.admin_lock:  # no topic is half made while it runs
             groups = services.group_coordinator.built
+            transactions = services.transaction_coordinator.built
             removed = {"topics": len(services.logs.topics()),
                        "groups": len(groups.groups) + len(groups.consumer_groups) if groups is not None else 0,
-                       "transactional_ids": len(services.transactions.txns)}
+                       "transactional_ids": len(transactions.txns) if transactions is not None else 0}
             failed = []
             for name, step in self._reset_steps(services):
                 try:
@@ -529,7 +551,7 @@ class BrokerServer:
             load, since a request between two slices may build one on its first use."""
             built: list[tuple[str, _Loadable | None]] = [
                 ("GroupCoordinator", services.group_coordinator.built),
-                ("TransactionCoordinator", services.transactions),
+                ("TransactionCoordinator", services.transaction_coordinator.built),
                 ("ShareCoordinator", services.share_coordinator.built)]
             return [(name, coordinator) for name, coordinator in built
                     if coordinator is not None and not coordinator.loaded]
@@ -549,9 +571,9 @@ class BrokerServer:
                                coordinator=name)
                 return
         self._coordinators_loaded = True
-        groups = services.group_coordinator.built
+        groups, transactions = services.group_coordinator.built, services.transaction_coordinator.built
         _log.info("coordinators loaded", groups=len(groups.groups) if groups is not None else 0,
-                  transactional_ids=len(services.transactions.txns),
+                  transactional_ids=len(transactions.txns) if transactions is not None else 0,
                   load_ms=round((time.monotonic() - started) * 1000, 1))
 
     def _bind_all(self, listeners: tuple[Listener, ...]) -> None:
@@ -790,10 +812,11 @@ class BrokerServer:
             ("checkpoint", delay, config.checkpoint_interval_ms, lambda: services().logs.checkpoint()),
             ("producer expiry", delay, config.producer_id_expiration_check_interval_ms,
              lambda: services().logs.remove_expired_producers(config.producer_id_expiration_ms)),
+            # None built: no transactional id to time out or expire.
             ("transaction timeouts", delay, config.transaction_abort_interval_ms,
-             lambda: services().transactions.abort_timed_out()),
+             lambda: _if_built(services().transaction_coordinator, lambda txns: txns.abort_timed_out())),
             ("transactional id expiry", delay, config.transaction_expire_interval_ms,
-             lambda: services().transactions.expire_idle()),
+             lambda: _if_built(services().transaction_coordinator, lambda txns: txns.expire_idle())),
         ]
 
     def _schedule_maintenance(self) -> None:

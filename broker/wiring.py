@@ -12,11 +12,11 @@ import structlog
 from minikafka.broker.config.config import BROKER_CONFIGS, BrokerConfig
 from minikafka.broker.wire.waiters import AppendWaiters
 from minikafka.coordinator.timers import Timers
-from minikafka.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
 
 if TYPE_CHECKING:
     from minikafka.coordinator.group import GroupConfig, GroupCoordinator
     from minikafka.coordinator.share.coordinator import ShareConfig, ShareCoordinator
+    from minikafka.coordinator.transaction.coordinator import TransactionCoordinator
 
 _log = structlog.get_logger("minikafka.transactions")
 
@@ -58,8 +58,8 @@ class _ToStructlog(logging.Handler):
 
 
 def forward_coordinator_logs() -> None:
-    """At every start, before any coordinator is built: the producer id allocator and the transaction
-    coordinator log from the start, the group coordinator from its first use."""
+    """At every start, before any coordinator is built: the producer id allocator logs from the start, the
+    group and transaction coordinators from their first use."""
     logger = logging.getLogger("minikafka.coordinator")
     if not any(isinstance(h, _ToStructlog) for h in logger.handlers):
         logger.addHandler(_ToStructlog())
@@ -95,7 +95,10 @@ def make_transaction_coordinator(config: BrokerConfig, logs: Any, allocate_produ
                                  timers: Timers, waiters: AppendWaiters) -> TransactionCoordinator:
     """Build the coordinator; the server replays `__transaction_state` (`load_steps`, finishing any Prepare*
     it finds) once it is listening. `complete_group_transaction` hands a marker written to a
-    `__consumer_offsets` partition to the group coordinator."""
+    `__consumer_offsets` partition to the group coordinator. Imported here, as the group coordinator is: a
+    broker builds it at its first transactional request, or at start when `__transaction_state` exists."""
+    from minikafka.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
+
     return TransactionCoordinator(
         logs, allocate_producer_id, clock,
         TxnConfig(num_partitions=config.transaction_state_log_num_partitions,

@@ -60,7 +60,7 @@ from minikafka.broker.control.faults import FaultSpecError, fault_table
 from minikafka.broker.control.inspector import ASSET_HEADERS, ASSETS, Asset
 from minikafka.broker.observe.client_telemetry import clients_state
 from minikafka.coordinator.group.records import CONSUMER_PROTOCOL_TYPE, consumer_subscription_topics
-from minikafka.coordinator.transaction.coordinator import CRASH_POINTS
+from minikafka.coordinator.transaction.crash_points import CRASH_POINTS
 from minikafka.protocol.errors import CorruptRecord
 from minikafka.protocol.primitives import Reader
 from minikafka.protocol.records import NO_PRODUCER_ID
@@ -135,7 +135,8 @@ def _transactions_state(services: BrokerServices) -> dict[str, dict[str, Any]]:
     coordinator refuses them."""
     now = services.clock.now_ms()
     transactions = {}
-    for meta in sorted(services.transactions.list(None, None), key=lambda meta: meta.transactional_id):
+    built = services.transaction_coordinator.built  # the snapshot builds nothing: none built, no transactional id
+    for meta in sorted(built.list(None, None) if built is not None else [], key=lambda meta: meta.transactional_id):
         is_open = meta.is_open
         started = meta.txn_start_timestamp if meta.txn_start_timestamp >= 0 else None
         transactions[meta.transactional_id] = {

@@ -1,6 +1,6 @@
 """Crash points: make the broker process die as `kill -9` would at a chosen step of ending a transaction.
 
-The transaction coordinator names the steps (coordinator/transaction/coordinator.py CRASH_POINTS) and
+The transaction coordinator names the steps (coordinator/transaction/crash_points.py) and
 calls its hook as it passes them; an armed point sends SIGKILL to the broker's own process, so nothing
 unwritten is flushed (no checkpoints, producer snapshots or clean-shutdown marker) and what was already
 written stays, as with a real crash. A point fires once and is then disarmed; points live in the running
@@ -16,7 +16,7 @@ import sys
 
 import structlog
 from minikafka.broker.wire.services import BrokerServices
-from minikafka.coordinator.transaction.coordinator import CRASH_POINTS
+from minikafka.coordinator.transaction.crash_points import CRASH_POINTS
 
 _log = structlog.get_logger("minikafka.crash_points")
 

@@ -199,7 +199,8 @@ class BrokerCollector:
         counts = dict.fromkeys(TRANSACTION_STATES, 0)
         open_count = 0
         open_started: list[tuple[int, str]] = []
-        for meta in self.services.transactions.list(None, None):
+        built = self.services.transaction_coordinator.built  # a scrape builds nothing: none built, none open
+        for meta in built.list(None, None) if built is not None else []:
             counts[meta.state.display_name] += 1
             if meta.is_open:
                 open_count += 1

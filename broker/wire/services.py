@@ -21,7 +21,6 @@ from minikafka.broker.wire.quotas import ClientQuotas
 from minikafka.broker.wire.registry import Registry
 from minikafka.broker.wire.waiters import AppendWaiters
 from minikafka.coordinator.producer_ids import ProducerIdManager
-from minikafka.coordinator.transaction.coordinator import TransactionCoordinator
 from minikafka.storage.clock import Clock
 from minikafka.storage.manager import LogManager, TopicMeta
 
@@ -32,13 +31,15 @@ if TYPE_CHECKING:
     from minikafka.coordinator.group import GroupCoordinator
     from minikafka.coordinator.share.coordinator import ShareCoordinator
     from minikafka.coordinator.share.group import ShareGroup
+    from minikafka.coordinator.transaction.coordinator import TransactionCoordinator
 
 T = TypeVar("T")
 
 
 class Lazy(Generic[T]):
     """A subsystem built at its first use: one that most brokers never use (share groups, client telemetry),
-    or that a start need not have (the group coordinator), is neither imported nor built by every start."""
+    or that a start need not have (the group and transaction coordinators), is neither imported nor built
+    by every start."""
 
     __slots__ = ("_build", "_built")
 
@@ -69,7 +70,10 @@ class BrokerServices:
     # start when `__consumer_offsets` exists (the server's `_group_coordinator`); `groups` builds it.
     group_coordinator: Lazy[GroupCoordinator]
     producer_ids: ProducerIdManager
-    transactions: TransactionCoordinator
+    # Transactional ids and their transactions: built at the first transactional request (an idempotent
+    # producer's InitProducerId needs only `producer_ids`), or at start when `__transaction_state` exists
+    # (the server's `_transaction_coordinator`); `transactions` builds it.
+    transaction_coordinator: Lazy[TransactionCoordinator]
     # Share groups (KIP-932) and their share-partitions: built at first use, or at start when
     # `__share_group_state` has state to replay (the server's `_share_coordinator`).
     share_coordinator: Lazy[ShareCoordinator]
@@ -103,6 +107,10 @@ class BrokerServices:
     @property
     def groups(self) -> GroupCoordinator:
         return self.group_coordinator.get()
+
+    @property
+    def transactions(self) -> TransactionCoordinator:
+        return self.transaction_coordinator.get()
 
     @property
     def shares(self) -> ShareCoordinator:

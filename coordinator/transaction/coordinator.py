@@ -73,12 +73,6 @@ _RETRIABLE_MARKER_ERRORS = frozenset({ErrorCode.kafka_storage_error, ErrorCode.n
                                       ErrorCode.not_enough_replicas, ErrorCode.not_enough_replicas_after_append,
                                       ErrorCode.request_timed_out})
 
-# Named points of ending a transaction where a test may make the broker die as kill -9 would (the
-# broker's crash points, broker/control/crash_points.py): Prepare* appended; the first marker written (with
-# more partitions, the others not yet); every marker written and Complete* not yet appended.
-CRASH_POINTS = ("after_prepare_commit", "after_prepare_abort", "after_first_marker", "before_complete_commit",
-                "before_complete_abort")
-
 _log = logging.getLogger("minikafka.coordinator.transaction")
 
 
@@ -147,7 +141,7 @@ class TransactionCoordinator:
         # per id with a state record: (partition count, its partition, its encoded key); see _placement
         self._placements: dict[str, tuple[int, int, bytes]] = {}
         self._completions: dict[str, _Completion] = {}
-        # Called with a CRASH_POINTS name as the flow passes it; the broker's hook may end the process.
+        # Called with a name of crash_points.CRASH_POINTS as the flow passes it; the broker's hook may end the process.
         self.crash_point: Callable[[str], None] = _no_crash
         # False until `__transaction_state` is replayed: requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS.
         self.loaded = False

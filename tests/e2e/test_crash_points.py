@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from minikafka.coordinator.transaction.coordinator import CRASH_POINTS
+from minikafka.coordinator.transaction.crash_points import CRASH_POINTS
 from minikafka.testing import Broker
 from minikafka.testing.broker import BrokerError
 

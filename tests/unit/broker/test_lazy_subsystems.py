@@ -1,4 +1,4 @@
-"""The group coordinator, the share coordinator, the client metrics manager and the SASL server are built at
+"""The group, transaction and share coordinators, the client metrics manager and the SASL server are built at
 first use, not at every start.
 
 Most brokers never see a share group, a telemetry push or a SASL handshake: a start does not import or build them
@@ -7,8 +7,10 @@ request makes (is this group id a share group? which share groups are there?) an
 share coordinator; a share request builds it; a data directory holding share state builds it at start so
 the state is replayed with the other coordinators'. The group coordinator likewise: its first request
 (FindCoordinator included) builds it, `__consumer_offsets` on disk builds it at start, and one built while the
-coordinator load waits out its delay is loaded by that load. The SASL server is built at start where a listener
-speaks SASL or SCRAM users are configured, so a wrong setting still stops the start.
+coordinator load waits out its delay is loaded by that load. The transaction coordinator: a transactional
+request builds it (an idempotent producer's id comes from the producer id block), `__transaction_state` on
+disk builds it at start. The SASL server is built at start where a listener speaks SASL or SCRAM users are
+configured, so a wrong setting still stops the start.
 """
 
 from __future__ import annotations
@@ -185,11 +187,54 @@ async def test_a_group_coordinator_built_during_the_load_delay_waits_for_the_loa
         load.cancel()  # the held load, run now without its delay
         await asyncio.gather(load, return_exceptions=True)
         await broker._load_coordinators(0)
-        assert groups.loaded and services.transactions.loaded
+        assert groups.loaded and services.transaction_coordinator.built is None
         await _ask(broker, ApiKey.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=("g",))
         assert services.group_coordinator.built is groups
     finally:
         await broker.shutdown()
+
+
+async def test_a_start_and_an_idempotent_producer_do_not_build_the_transaction_coordinator(
+        server: BrokerServer) -> None:
+    services = server.services
+    assert services is not None
+    server.services.logs.create_topic("t", 1)
+    answer = await _ask(server, ApiKey.INIT_PRODUCER_ID, 4, transactional_id=None, transaction_timeout=60000,
+                        producer_id=-1, producer_epoch=-1)
+    # InitProducerId v4: correlation id, tag buffer, throttle time, then the error code and the producer id.
+    error_code, producer_id = struct.unpack_from(">hq", answer, 9)
+    assert error_code == ErrorCode.none and producer_id >= 0
+    await _ask(server, ApiKey.DESCRIBE_PRODUCERS, 0, topics=({"name": "t", "partition_indexes": (0,)},))
+    assert services.transaction_coordinator.built is None
+    await _ask(server, ApiKey.INIT_PRODUCER_ID, 4, transactional_id="txn", transaction_timeout=60000,
+               producer_id=-1, producer_epoch=-1)
+    transactions = services.transaction_coordinator.built
+    assert transactions is not None and transactions.loaded and "txn" in transactions.txns
+
+
+async def test_transaction_state_on_disk_builds_the_transaction_coordinator_at_start_and_replays_it(
+        tmp_path: Path) -> None:
+    first = BrokerServer(_config(tmp_path / "data"))
+    await first.start()
+    try:
+        await _ask(first, ApiKey.INIT_PRODUCER_ID, 4, transactional_id="txn", transaction_timeout=60000,
+                   producer_id=-1, producer_epoch=-1)
+    finally:
+        await first.shutdown()
+    second = BrokerServer(_config(tmp_path / "data"))
+    await second.start()
+    try:
+        assert second.services is not None
+        transactions = second.services.transaction_coordinator.built
+        assert transactions is not None
+        for _ in range(1000):  # bounded: the load runs between requests, a few loop turns here
+            if transactions.loaded:
+                break
+            await asyncio.sleep(0.01)
+        assert transactions.loaded and "txn" in transactions.txns
+        assert second.services.crash_points.reach == transactions.crash_point  # wired when built at start too
+    finally:
+        await second.shutdown()
 
 
 async def test_the_state_snapshot_and_a_metrics_scrape_look_without_building_a_coordinator(
@@ -202,4 +247,7 @@ async def test_the_state_snapshot_and_a_metrics_scrape_look_without_building_a_c
     snapshot = state_snapshot(services)
     assert snapshot["groups"] == {} and snapshot["share_groups"] == {}
     assert b'kafka_server_group_coordinator_metrics_classic_group_count{state="Stable"} 0.0' in render(services)
+    assert snapshot["transactions"] == {}
+    assert b'minikafka_transactions_open 0.0' in render(services)
     assert services.group_coordinator.built is None and services.share_coordinator.built is None
+    assert services.transaction_coordinator.built is None

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from minikafka.coordinator.transaction.coordinator import CRASH_POINTS, TransactionCoordinator, TxnConfig
+from minikafka.coordinator.transaction.coordinator import TransactionCoordinator, TxnConfig
+from minikafka.coordinator.transaction.crash_points import CRASH_POINTS
 from minikafka.coordinator.transaction.state import TxnState
 from minikafka.protocol.records import Record, build_batch, decode_batch, iter_whole_batches
 from minikafka.storage.clock import ManualClock
