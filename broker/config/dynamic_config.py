@@ -35,8 +35,6 @@ from typing import Any
 import structlog
 from minikafka.broker.config.config import BROKER_CONFIGS, BrokerConfig
 from minikafka.broker.config.versions import profile_defaults
-from minikafka.coordinator.client_metrics.configs import CLIENT_METRICS_CONFIGS, list_value
-from minikafka.coordinator.client_metrics.configs import validate as validate_client_metrics
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.checkpoint import write_atomically
 from minikafka.storage.config import (
@@ -396,6 +394,9 @@ class DynamicConfigStore:
     def alter_client_metrics(self, name: str, wanted: Mapping[str, str], *, validate_only: bool) -> None:
         """Make `wanted` the configs of subscription `name` (none: delete it), validated as Kafka's
         ControllerConfigurationValidator does with ClientMetricsConfigs.validate."""
+        # Imported at the first use, as the client metrics manager is: most brokers never see a subscription.
+        from minikafka.coordinator.client_metrics.configs import validate as validate_client_metrics
+
         validate_client_metrics(name, wanted)
         if validate_only:
             return
@@ -417,6 +418,8 @@ class DynamicConfigStore:
                                include_synonyms: bool) -> list[dict[str, Any]]:
         """Kafka's ConfigHelper for CLIENT_METRICS: every key, set (CLIENT_METRICS_CONFIG) or its default; a
         subscription that does not exist is all defaults."""
+        from minikafka.coordinator.client_metrics.configs import CLIENT_METRICS_CONFIGS, list_value
+
         stored = self.client_metrics.get(name, {})
         entries = []
         for key, spec in sorted(CLIENT_METRICS_CONFIGS.items()):
