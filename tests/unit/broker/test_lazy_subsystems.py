@@ -59,6 +59,15 @@ async def _ask(server: BrokerServer, api_key: int, version: int, **fields: Any) 
         writer.close()
 
 
+async def _loaded(coordinator: Any) -> None:
+    """Wait for the coordinator load, which runs between requests: a few loop turns here."""
+    for _ in range(1000):  # bounded: 10 s
+        if coordinator.loaded:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the coordinator was not loaded within 10 s")
+
+
 async def test_group_requests_do_not_build_the_share_coordinator(server: BrokerServer) -> None:
     services = server.services
     assert services is not None
@@ -160,10 +169,7 @@ async def test_offsets_on_disk_build_the_group_coordinator_at_start_and_replay_t
         assert second.services is not None
         groups = second.services.group_coordinator.built
         assert groups is not None
-        for _ in range(1000):  # bounded: the load runs between requests, a few loop turns here
-            if groups.loaded:
-                break
-            await asyncio.sleep(0.01)
+        await _loaded(groups)
         committed = groups.offsets.fetch("g", ("t", 0))
         assert committed is not None and committed.offset == 7
     finally:
@@ -227,11 +233,8 @@ async def test_transaction_state_on_disk_builds_the_transaction_coordinator_at_s
         assert second.services is not None
         transactions = second.services.transaction_coordinator.built
         assert transactions is not None
-        for _ in range(1000):  # bounded: the load runs between requests, a few loop turns here
-            if transactions.loaded:
-                break
-            await asyncio.sleep(0.01)
-        assert transactions.loaded and "txn" in transactions.txns
+        await _loaded(transactions)
+        assert "txn" in transactions.txns
         assert second.services.crash_points.reach == transactions.crash_point  # wired when built at start too
     finally:
         await second.shutdown()
