@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import structlog
-from minikafka.broker.config.client_quotas import ClientQuotaStore
 from minikafka.broker.config.config import BrokerConfig, ConfigError, Listener, served_listeners
 from minikafka.broker.config.dynamic_config import DynamicConfigStore
+from minikafka.broker.config.quota_file import CLIENT_QUOTAS_FILE
 from minikafka.broker.control.crash_points import CrashPoints, crash_points_of
 from minikafka.broker.control.faults import FaultTable, fault_table
 from minikafka.broker.handlers import HANDLER_INDEX
@@ -34,7 +34,6 @@ from minikafka.broker.observe.metrics import BrokerMetrics
 from minikafka.broker.security.session import SASL_PLAINTEXT, SASL_SSL, SSL, KafkaPrincipal, Session
 from minikafka.broker.wire.cluster import ClusterView, Node
 from minikafka.broker.wire.connection import Connection, RequestSlots
-from minikafka.broker.wire.quotas import ClientQuotas, Windows
 from minikafka.broker.wire.registry import Registry
 from minikafka.broker.wire.services import BrokerServices, Lazy
 from minikafka.broker.wire.waiters import AppendWaiters
@@ -56,6 +55,7 @@ if TYPE_CHECKING:
     from minikafka.broker.registry.service import SchemaRegistryService
     from minikafka.broker.security.acls import Authorizer
     from minikafka.broker.security.sasl_server import SaslServer
+    from minikafka.broker.wire.quotas import ClientQuotas
     from minikafka.coordinator.client_metrics.manager import ClientMetricsManager
     from minikafka.coordinator.group import GroupCoordinator
     from minikafka.coordinator.share.coordinator import ShareCoordinator
@@ -180,6 +180,11 @@ def _authorizer_for(config: BrokerConfig) -> Authorizer | None:
 
 
 def _client_quotas(config: BrokerConfig) -> ClientQuotas:
+    """Built at start when the data dir holds quotas, else at the first quota request (AlterClientQuotas,
+    DescribeClientQuotas): until then no quota is set, so nothing is measured or throttled."""
+    from minikafka.broker.config.client_quotas import ClientQuotaStore
+    from minikafka.broker.wire.quotas import ClientQuotas, Windows
+
     return ClientQuotas.over(
         ClientQuotaStore.load(config.data_dir),
         Windows(config.quota_window_num, config.quota_window_size_seconds * 1000),
@@ -336,7 +341,7 @@ class BrokerServer:
             waiters=waiters, producer_ids=producer_ids, dynamic_configs=dynamic_configs,
             group_coordinator=Lazy(lambda: self._group_coordinator(logs, dynamic_configs)),
             client_metrics_manager=Lazy(lambda: _client_metrics_manager(config, dynamic_configs, self.clock)),
-            quotas=_client_quotas(config),
+            client_quotas=Lazy(lambda: _client_quotas(config)),
             transaction_coordinator=Lazy(lambda: self._transaction_coordinator(logs, producer_ids, waiters)),
             share_coordinator=Lazy(lambda: self._share_coordinator(logs, waiters, dynamic_configs)),
             metrics=BrokerMetrics(), faults=FaultTable(), crash_points=CrashPoints(kills_process=self.owns_process),
@@ -345,6 +350,8 @@ class BrokerServer:
         if "minikafka.scram.users" in config.properties or any(
                 listener.security_protocol in (SASL_PLAINTEXT, SASL_SSL) for listener in listeners):
             self.services.sasl_server.get()  # a wrong SCRAM user setting stops the start
+        if (config.data_dir / CLIENT_QUOTAS_FILE).exists():
+            self.services.client_quotas.get()  # quotas set before the restart hold from the first request
         self.services.authorizer = _authorizer_for(config)
         self.services.node_control = self
         self.services.reset = self.reset
@@ -474,7 +481,7 @@ class BrokerServer:
             ("transactions", lambda: _reset_if_built(services.transaction_coordinator)),
             ("dynamic configs", services.dynamic_configs.reset),
             ("client metrics", lambda: _reset_if_built(services.client_metrics_manager)),
-            ("client quotas", services.quotas.reset),
+            ("client quotas", lambda: _reset_if_built(services.client_quotas)),
         ]
         if self.schema_registry is not None:
             # Before the logs: its reset writes tombstones to `_schemas`, which the logs' reset then removes.
@@ -727,7 +734,8 @@ class BrokerServer:
 
     def _admit(self, sock: socket.socket, ip: str, node_listener: _NodeListener) -> None:
         assert self.services is not None
-        throttle_ms = self.services.quotas.connection.throttle_ms(ip, self.clock.now_ms())
+        quotas = self.services.client_quotas.built  # none built: no quota set
+        throttle_ms = quotas.connection.throttle_ms(ip, self.clock.now_ms()) if quotas is not None else 0
         if throttle_ms:
             # Kafka's Acceptor keeps a throttled socket unread and closes it when the throttle time is over.
             _log.info("throttled connection: over the connection_creation_rate of its address", peer=ip,

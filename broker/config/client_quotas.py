@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
+from minikafka.broker.config.quota_file import CLIENT_QUOTAS_FILE
 from minikafka.protocol.errors import ErrorCode, KafkaError
 from minikafka.storage.checkpoint import write_atomically
 from minikafka.storage.errors import KafkaStorageError
 
 _log = structlog.get_logger("minikafka.client_quotas")
 
-CLIENT_QUOTAS_FILE = "client-quotas.json"
 _FORMAT_VERSION = 1
 
 USER = "user"

@@ -297,8 +297,9 @@ class BrokerCollector:
 
     def _quotas(self) -> Iterator[Metric]:
         """Kafka's quota sensors: kafka.server:type=Produce|Fetch|Request|ControllerMutation, per user and
-        client-id (the ones a quota is kept for), measured now."""
-        quotas = self.services.quotas
+        client-id (the ones a quota is kept for), measured now. A broker whose quotas were never built has
+        none set: the families come out empty, and a scrape builds nothing."""
+        quotas = self.services.client_quotas.built
         now_ms = self.services.clock.now_ms()
         labels = ["user", "client_id"]
         throttled = CounterMetricFamily("minikafka_quota_throttled_responses",
@@ -307,18 +308,19 @@ class BrokerCollector:
         throttled_ms = CounterMetricFamily("minikafka_quota_throttle_time_ms",
                                            "Throttle time given by a client quota (ms), per quota type.",
                                            labels=["quota", *labels])
-        for manager, name, help_text in (
-                (quotas.produce, "kafka_server_produce_byte_rate", "Produce bytes per second (byte-rate)."),
-                (quotas.fetch, "kafka_server_fetch_byte_rate", "Fetch bytes per second (byte-rate)."),
-                (quotas.request, "kafka_server_request_request_time",
-                 "Handler time, percent of one thread (request-time)."),
-                (quotas.controller_mutation, "kafka_server_controllermutation_tokens",
+        for kind, name, help_text in (
+                ("produce", "kafka_server_produce_byte_rate", "Produce bytes per second (byte-rate)."),
+                ("fetch", "kafka_server_fetch_byte_rate", "Fetch bytes per second (byte-rate)."),
+                ("request", "kafka_server_request_request_time", "Handler time, percent of one thread (request-time)."),
+                ("controller_mutation", "kafka_server_controllermutation_tokens",
                  "Partition mutations left in the token bucket (tokens).")):
             family = GaugeMetricFamily(name, help_text, labels=labels)
-            for view in manager.observed(now_ms):
-                family.add_metric([view.user, view.client_id], view.value)
-                throttled.add_metric([manager.key, view.user, view.client_id], view.throttled)
-                throttled_ms.add_metric([manager.key, view.user, view.client_id], view.throttle_ms_total)
+            if quotas is not None:
+                manager = getattr(quotas, kind)
+                for view in manager.observed(now_ms):
+                    family.add_metric([view.user, view.client_id], view.value)
+                    throttled.add_metric([manager.key, view.user, view.client_id], view.throttled)
+                    throttled_ms.add_metric([manager.key, view.user, view.client_id], view.throttle_ms_total)
             yield family
         yield throttled
         yield throttled_ms

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from minikafka.broker.wire.context import RequestContext
 from minikafka.broker.wire.errors import CloseConnection, error_code_for, error_message_for
 from minikafka.broker.wire.hooks import ANSWERED, CLOSED, DROP_AFTER, DROP_BEFORE, NO_RESPONSE, Exchange, FaultHit
-from minikafka.broker.wire.quotas import with_quotas
 from minikafka.protocol.api_keys import ApiKey, api_name
 from minikafka.protocol.build import build
 from minikafka.protocol.codec import PeekedHeader, decode_request, peek_header, response_class, response_frame
@@ -120,8 +119,9 @@ async def _dispatch(frame: bytes | bytearray, peeked: PeekedHeader, ctx: Request
         faults = services.faults
         hit = faults.take(peeked.api_key, ctx.client_id, decoded.body) if faults.rules else None
         handle = route.handle if services.authorizer is None else _authorized(route.handle, services.authorizer)
-        if services.quotas.any_enabled:
-            handle = with_quotas(handle)
+        quotas = services.client_quotas.built  # none built: no quota set
+        if quotas is not None and quotas.any_enabled:
+            handle = quotas.enforced(handle)
         if hit is None:
             response = await handle(ctx, decoded.body)
         else:

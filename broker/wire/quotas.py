@@ -330,6 +330,10 @@ class ClientQuotas:
         quotas.refresh()
         return quotas
 
+    def enforced(self, handle: Handle) -> Handle:
+        """`handle` under these quotas (with_quotas), for dispatch, which does not import this module."""
+        return with_quotas(handle)
+
     def managers(self) -> tuple[QuotaManager, ...]:
         return self.produce, self.fetch, self.request, self.controller_mutation
 
@@ -395,9 +399,10 @@ def take_mutations(ctx: RequestContext, partitions: int) -> None:
     """Count `partitions` created or deleted against the client's controller_mutation_rate (Kafka's
     applyPartitionChangeQuota): ThrottlingQuotaExceeded refuses the topic on strict versions; the
     throttle time the response carries is the last one recorded."""
-    manager = ctx.services.quotas.controller_mutation
-    if not manager.enabled:
+    quotas = ctx.services.client_quotas.built
+    if quotas is None or not quotas.controller_mutation.enabled:  # none built: no quota set
         return
+    manager = quotas.controller_mutation
     strict = ctx.api_version >= MUTATION_STRICT_SINCE.get(ctx.api_key, 0)
     try:
         throttle_ms = manager.mutation(quota_user(ctx.session), ctx.client_id or "", ctx.services.clock.now_ms(),

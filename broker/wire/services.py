@@ -17,7 +17,6 @@ from minikafka.broker.wire.hooks import (
     Recorder,
     SchemaRegistryControl,
 )
-from minikafka.broker.wire.quotas import ClientQuotas
 from minikafka.broker.wire.registry import Registry
 from minikafka.broker.wire.waiters import AppendWaiters
 from minikafka.coordinator.producer_ids import ProducerIdManager
@@ -27,6 +26,7 @@ from minikafka.storage.manager import LogManager, TopicMeta
 if TYPE_CHECKING:
     from minikafka.broker.security.acls import Authorizer
     from minikafka.broker.security.sasl_server import SaslServer
+    from minikafka.broker.wire.quotas import ClientQuotas
     from minikafka.coordinator.client_metrics.manager import ClientMetricsManager
     from minikafka.coordinator.group import GroupCoordinator
     from minikafka.coordinator.share.coordinator import ShareCoordinator
@@ -81,8 +81,10 @@ class BrokerServices:
     dynamic_configs: DynamicConfigStore
     # Client metrics subscriptions and the client instances pushing telemetry (KIP-714): built at first use.
     client_metrics_manager: Lazy[ClientMetricsManager]
-    # Client quotas (AlterClientQuotas) and their enforcement, kept in the data dir.
-    quotas: ClientQuotas
+    # Client quotas (AlterClientQuotas) and their enforcement, kept in the data dir: built at the first quota
+    # request, or at start when the data dir holds quotas (the server's `_client_quotas`); `quotas` builds
+    # it. Not built, no quota is set: requests and connections are not measured.
+    client_quotas: Lazy[ClientQuotas]
     # The hooks' implementations (broker/observe/metrics.py, broker/control/faults.py and crash_points.py),
     # plugged in by the server.
     metrics: Counters
@@ -126,6 +128,10 @@ class BrokerServices:
         """Every share group, without building the share coordinator (ListGroups asks at every call)."""
         shares = self.share_coordinator.built
         return list(shares.groups.values()) if shares is not None else []
+
+    @property
+    def quotas(self) -> ClientQuotas:
+        return self.client_quotas.get()
 
     @property
     def sasl(self) -> SaslServer | None:

@@ -277,6 +277,17 @@ def test_request_percentage_counts_handler_time() -> None:
         assert _ms(_exchange(broker, metadata, "idle").throttle_time) == 0
 
 
+def test_quotas_set_before_a_restart_throttle_its_first_request() -> None:
+    """The quota enforcement is built at start when the data dir holds quotas (else at the first quota request)."""
+    with Broker(MANUAL) as broker:
+        _set_quota(broker, (("client-id", "busy"),), request_percentage=1e-9)
+        broker.restart()
+        metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                   include_topic_authorized_operations=False)
+        assert _ms(_exchange(broker, metadata, "busy").throttle_time) == 1000
+        assert _ms(_exchange(broker, metadata, "idle").throttle_time) == 0
+
+
 def test_request_percentage_throttles_error_responses_too() -> None:
     """A request answered with an error still took handler time (Kafka's sendErrorResponseMaybeThrottle)."""
     with Broker({**MANUAL, "minikafka.coordinator.load.delay.ms": "600000"}) as broker:

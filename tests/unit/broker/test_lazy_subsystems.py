@@ -1,5 +1,5 @@
-"""The group, transaction and share coordinators, the client metrics manager and the SASL server are built at
-first use, not at every start.
+"""The group, transaction and share coordinators, the client metrics manager, the client quota enforcement and
+the SASL server are built at first use, not at every start.
 
 Most brokers never see a share group, a telemetry push or a SASL handshake: a start does not import or build them
 (tests/testing/test_start_imports.py keeps their modules off a plain start's list). Lookups every group
@@ -9,8 +9,10 @@ the state is replayed with the other coordinators'. The group coordinator likewi
 (FindCoordinator included) builds it, `__consumer_offsets` on disk builds it at start, and one built while the
 coordinator load waits out its delay is loaded by that load. The transaction coordinator: a transactional
 request builds it (an idempotent producer's id comes from the producer id block), `__transaction_state` on
-disk builds it at start. The SASL server is built at start where a listener speaks SASL or SCRAM users are
-configured, so a wrong setting still stops the start.
+disk builds it at start. The client quotas: a quota request builds them, quotas kept in the data dir build them
+at start so they hold from the first request; until then no quota is set and nothing asks them. The SASL
+server is built at start where a listener speaks SASL or SCRAM users are configured, so a wrong setting still
+stops the start.
 """
 
 from __future__ import annotations
@@ -254,3 +256,39 @@ async def test_the_state_snapshot_and_a_metrics_scrape_look_without_building_a_c
     assert b'minikafka_transactions_open 0.0' in render(services)
     assert services.group_coordinator.built is None and services.share_coordinator.built is None
     assert services.transaction_coordinator.built is None
+
+
+async def test_a_start_and_requests_without_quotas_do_not_build_the_quota_enforcement(server: BrokerServer) -> None:
+    from minikafka.broker.observe.prometheus import render
+
+    services = server.services
+    assert services is not None
+    await _ask(server, ApiKey.API_VERSIONS, 3, client_software_name="t", client_software_version="1")
+    # CreateTopics counts its partitions against controller_mutation_rate where a quota is set.
+    answer = await _ask(server, ApiKey.CREATE_TOPICS, 7, timeout_ms=5000, validate_only=False, topics=(
+        {"name": "t", "num_partitions": 2, "replication_factor": 1, "assignments": (), "configs": ()},))
+    assert services.logs.topic("t") is not None, answer
+    assert b"kafka_server_produce_byte_rate" in render(services)  # the families, empty
+    assert services.client_quotas.built is None
+    await _ask(server, ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, components=(), strict=False)
+    quotas = services.client_quotas.built
+    assert quotas is not None and not quotas.any_enabled
+
+
+async def test_quotas_on_disk_build_the_enforcement_at_start(tmp_path: Path) -> None:
+    first = BrokerServer(_config(tmp_path / "data"))
+    await first.start()
+    try:
+        await _ask(first, ApiKey.ALTER_CLIENT_QUOTAS, 1, validate_only=False, entries=(
+            {"entity": ({"entity_type": "client-id", "entity_name": "busy"},),
+             "ops": ({"key": "request_percentage", "value": 12.5, "remove": False},)},))
+    finally:
+        await first.shutdown()
+    second = BrokerServer(_config(tmp_path / "data"))
+    await second.start()
+    try:
+        assert second.services is not None
+        quotas = second.services.client_quotas.built
+        assert quotas is not None and quotas.any_enabled and quotas.request.enabled
+    finally:
+        await second.shutdown()
