@@ -18,15 +18,17 @@ stops the start.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from minikafka.broker.config.config import BrokerConfig, ConfigError
 from minikafka.broker.server import BrokerServer
+from minikafka.broker.wire.services import BrokerServices
 from minikafka.coordinator.group import OffsetCommit
 from minikafka.coordinator.internal_topics import SHARE_STATE_TOPIC
 from minikafka.protocol.api_keys import ApiKey
@@ -70,6 +72,25 @@ async def _loaded(coordinator: Any) -> None:
     raise AssertionError("the coordinator was not loaded within 10 s")
 
 
+@contextlib.asynccontextmanager
+async def _restarted(tmp_path: Path, before: Callable[[BrokerServer], Awaitable[object]]
+                     ) -> AsyncIterator[BrokerServices]:
+    """A broker that ran `before` and stopped, started again on the same data dir: its services."""
+    first = BrokerServer(_config(tmp_path / "data"))
+    await first.start()
+    try:
+        await before(first)
+    finally:
+        await first.shutdown()
+    second = BrokerServer(_config(tmp_path / "data"))
+    await second.start()
+    try:
+        assert second.services is not None
+        yield second.services
+    finally:
+        await second.shutdown()
+
+
 async def test_group_requests_do_not_build_the_share_coordinator(server: BrokerServer) -> None:
     services = server.services
     assert services is not None
@@ -94,18 +115,12 @@ async def test_a_share_request_builds_it_loaded(server: BrokerServer) -> None:
 
 
 async def test_share_state_on_disk_builds_it_at_start(tmp_path: Path) -> None:
-    first = BrokerServer(_config(tmp_path / "data"))
-    await first.start()
-    assert first.services is not None
-    first.services.logs.create_topic(SHARE_STATE_TOPIC, 1)
-    await first.shutdown()
-    second = BrokerServer(_config(tmp_path / "data"))
-    await second.start()
-    try:
-        assert second.services is not None
-        assert second.services.share_coordinator.built is not None
-    finally:
-        await second.shutdown()
+    async def share_state(first: BrokerServer) -> None:
+        assert first.services is not None
+        first.services.logs.create_topic(SHARE_STATE_TOPIC, 1)
+
+    async with _restarted(tmp_path, share_state) as services:
+        assert services.share_coordinator.built is not None
 
 
 async def test_a_telemetry_request_builds_the_client_metrics_manager(tmp_path: Path) -> None:
@@ -158,24 +173,18 @@ async def test_a_start_and_its_first_non_group_requests_do_not_build_the_group_c
 
 
 async def test_offsets_on_disk_build_the_group_coordinator_at_start_and_replay_them(tmp_path: Path) -> None:
-    first = BrokerServer(_config(tmp_path / "data"))
-    await first.start()
-    assert first.services is not None
-    first.services.logs.create_topic("t", 1)
-    first.services.groups.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
-                                         commits=[OffsetCommit("t", 0, 7, -1, "")])
-    await first.shutdown()
-    second = BrokerServer(_config(tmp_path / "data"))
-    await second.start()
-    try:
-        assert second.services is not None
-        groups = second.services.group_coordinator.built
+    async def commit(first: BrokerServer) -> None:
+        assert first.services is not None
+        first.services.logs.create_topic("t", 1)
+        first.services.groups.commit_offsets(group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+                                             commits=[OffsetCommit("t", 0, 7, -1, "")])
+
+    async with _restarted(tmp_path, commit) as services:
+        groups = services.group_coordinator.built
         assert groups is not None
         await _loaded(groups)
         committed = groups.offsets.fetch("g", ("t", 0))
         assert committed is not None and committed.offset == 7
-    finally:
-        await second.shutdown()
 
 
 async def test_a_group_coordinator_built_during_the_load_delay_waits_for_the_load(tmp_path: Path) -> None:
@@ -222,24 +231,16 @@ async def test_a_start_and_an_idempotent_producer_do_not_build_the_transaction_c
 
 async def test_transaction_state_on_disk_builds_the_transaction_coordinator_at_start_and_replays_it(
         tmp_path: Path) -> None:
-    first = BrokerServer(_config(tmp_path / "data"))
-    await first.start()
-    try:
+    async def init_transactional_producer(first: BrokerServer) -> None:
         await _ask(first, ApiKey.INIT_PRODUCER_ID, 4, transactional_id="txn", transaction_timeout=60000,
                    producer_id=-1, producer_epoch=-1)
-    finally:
-        await first.shutdown()
-    second = BrokerServer(_config(tmp_path / "data"))
-    await second.start()
-    try:
-        assert second.services is not None
-        transactions = second.services.transaction_coordinator.built
+
+    async with _restarted(tmp_path, init_transactional_producer) as services:
+        transactions = services.transaction_coordinator.built
         assert transactions is not None
         await _loaded(transactions)
         assert "txn" in transactions.txns
-        assert second.services.crash_points.reach == transactions.crash_point  # wired when built at start too
-    finally:
-        await second.shutdown()
+        assert services.crash_points.reach == transactions.crash_point  # wired when built at start too
 
 
 async def test_the_state_snapshot_and_a_metrics_scrape_look_without_building_a_coordinator(
@@ -276,19 +277,11 @@ async def test_a_start_and_requests_without_quotas_do_not_build_the_quota_enforc
 
 
 async def test_quotas_on_disk_build_the_enforcement_at_start(tmp_path: Path) -> None:
-    first = BrokerServer(_config(tmp_path / "data"))
-    await first.start()
-    try:
+    async def set_quota(first: BrokerServer) -> None:
         await _ask(first, ApiKey.ALTER_CLIENT_QUOTAS, 1, validate_only=False, entries=(
             {"entity": ({"entity_type": "client-id", "entity_name": "busy"},),
              "ops": ({"key": "request_percentage", "value": 12.5, "remove": False},)},))
-    finally:
-        await first.shutdown()
-    second = BrokerServer(_config(tmp_path / "data"))
-    await second.start()
-    try:
-        assert second.services is not None
-        quotas = second.services.client_quotas.built
+
+    async with _restarted(tmp_path, set_quota) as services:
+        quotas = services.client_quotas.built
         assert quotas is not None and quotas.any_enabled and quotas.request.enabled
-    finally:
-        await second.shutdown()
