@@ -347,16 +347,13 @@ class _SubprocessBroker:
     def _ready_port(self, start_offset: int) -> int | None:
         with open(self.log_path, "rb") as log_file:
             log_file.seek(start_offset)
-            text = log_file.read().decode(errors="replace")
-        for line in text.splitlines():
-            if '"broker ready"' in line:
-                with contextlib.suppress(ValueError, KeyError, TypeError):
-                    ready = json.loads(line)
-                    admin_port = ready.get("admin_port")
-                    self.admin_port = int(admin_port) if admin_port is not None else None
-                    self.schema_registry_url = ready.get("schema_registry_url")
-                    return int(ready["port"])
-        return None
+            ready = broker_ready_line(log_file.read().decode(errors="replace"))
+        if ready is None:
+            return None
+        admin_port = ready.get("admin_port")
+        self.admin_port = admin_port if isinstance(admin_port, int) else None
+        self.schema_registry_url = ready.get("schema_registry_url")
+        return int(ready["port"])
 
     @property
     def alive(self) -> bool:
@@ -386,6 +383,18 @@ class _SubprocessBroker:
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGKILL)
             wait_for_exit(process, timeout)
+
+
+def broker_ready_line(log_text: str) -> dict[str, Any] | None:
+    """The `broker ready` line of a broker's JSON log (its port, admin port, schema registry URL), once
+    there is one."""
+    for line in log_text.splitlines():
+        if '"broker ready"' in line:
+            with contextlib.suppress(ValueError):
+                ready = json.loads(line)
+                if isinstance(ready, dict) and isinstance(ready.get("port"), int):
+                    return ready
+    return None
 
 
 def wait_for_exit(process: _Process, timeout: float) -> int:

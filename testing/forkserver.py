@@ -14,8 +14,11 @@ What a child is, compared with a spawned `minikafka serve`:
   child starts from imported modules only; its standard streams are the log file and /dev/null and every
   other descriptor is closed; siblings share no memory after the fork (copy-on-write);
 - forked ahead of its start: once its codecs are compiled the server keeps one spare child, forked while
-  idle and waiting on a pipe for its request (it does nothing before), so a start does not wait for the
-  fork and the child's first copy-on-write faults (3-4 ms of about 20);
+  idle and waiting on a pipe for its request, so a start does not wait for the fork; before it waits, the
+  spare copies the pages of the server's memory a start writes (testing/cowpages.py), which the start
+  would otherwise copy one page fault at a time (1,900 faults, 7-9 ms of a 13-17 ms start). The server
+  finds those pages once, before its first spare, with a scout: a child started as a broker with the
+  kit's usual arguments, asked one ApiVersions, its pagemap read, then killed;
 - its parent is the fork server, so the caller cannot `waitpid` it: `ForkedProcess` watches it through a
   pidfd (exit, signals) and asks the server for its exit status once it has exited.
 
@@ -26,7 +29,8 @@ dies (PR_SET_PDEATHSIG), so no broker outlives the test process that started it.
 Requests (one JSON line on the server's standard input, one JSON line answered on its standard output):
 {"op": "spawn", "argv": [...], "log": path, "cwd": dir, "env": {...}} -> {"pid": N};
 {"op": "reap", "pid": N} -> {"code": exit code as Popen's returncode (-9 after SIGKILL)}, asked once the
-pidfd shows the exit; {"op": "prepare"} -> {"prepared": true} once the idle-time codec compiling is done.
+pidfd shows the exit; {"op": "prepare"} -> {"prepared": true, "pages_copied_ahead": N} once the idle-time
+codec compiling and the scout are done.
 """
 
 from __future__ import annotations
@@ -152,9 +156,10 @@ class ForkServer:
     def reap(self, pid: int) -> int:
         return int(self._ask({"op": "reap", "pid": pid})["code"])
 
-    def prepare(self) -> None:
-        """Wait until the server has compiled every codec it compiles while idle (benchmarks of warm starts)."""
-        self._ask({"op": "prepare"})
+    def prepare(self) -> int:
+        """Wait until the server has compiled every codec it compiles while idle and found the pages a start
+        writes (benchmarks of warm starts): how many pages each spare copies ahead of its start."""
+        return int(self._ask({"op": "prepare"})["pages_copied_ahead"])
 
     def close(self) -> None:
         """End of file on its requests: the server kills the children still running and exits."""
@@ -412,11 +417,13 @@ def _fork(request: dict[str, Any]) -> int:
 
 class _Spare:
     """A child forked ahead of the next spawn request, waiting for it on a pipe of its own: the fork and the
-    child's first copy-on-write faults (3-4 ms) happen while the server is idle, not in a start. It is the
-    same fork a request would make, only earlier; it does nothing before its request arrives (no file, socket,
-    loop or thread), and dies with the server like every child."""
+    child's copy-on-write faults happen while the server is idle, not in a start. Before it waits it copies
+    the pages a start writes (`copy_ahead`, found by the server's scout, see testing/cowpages.py): 1,900
+    faults and 7-9 ms of a start otherwise. It is the same fork a request would make, only earlier; it does
+    nothing else before its request arrives (no file, socket, loop or thread), and dies with the server like
+    every child."""
 
-    def __init__(self) -> None:
+    def __init__(self, copy_ahead: list[tuple[int, int]]) -> None:
         if threading.active_count() != 1:
             raise RuntimeError("the fork server has a thread: a child would inherit its locks")
         read_end, write_end = os.pipe()
@@ -424,6 +431,10 @@ class _Spare:
         if pid == 0:
             os.close(write_end)
             _die_with_parent()
+            if copy_ahead:
+                from minikafka.testing import cowpages
+
+                cowpages.copy_ahead(copy_ahead)
             request = _read_request(read_end)
             if request is None:  # the server closed the pipe without a request: it is going away
                 os._exit(0)
@@ -454,6 +465,82 @@ class _Spare:
             os.waitpid(self.pid, 0)
 
 
+# How the testing kit starts a process-mode broker by default (testing/broker.py, _SubprocessBroker): the
+# scout's start takes the path most starts take.
+_SCOUT_ARGS = ("--host", "127.0.0.1", "--port", "0", "--log-format", "json", "--admin-port", "0")
+_SCOUT_DEADLINE_S = 3.0  # about 40 ms here; the server answers no request meanwhile
+_SCOUT_POLL_S = 0.001
+
+
+def _scout_written_pages() -> list[tuple[int, int]]:
+    """Which of the server's pages a start writes: a child forked as for a spawn request starts a broker
+    (its own temporary directory and log), answers one ApiVersions from the server, is stopped, and its
+    pagemap read; then it is killed. Empty when any step fails (no page is then copied ahead)."""
+    import tempfile
+    import time
+
+    from minikafka.testing import cowpages
+
+    within = cowpages.writable_private_ranges()
+    with tempfile.TemporaryDirectory(prefix="minikafka-scout-") as directory:
+        log_path = os.path.join(directory, "broker.log")
+        pid = _fork({"argv": ["serve", *_SCOUT_ARGS, "--data-dir", os.path.join(directory, "data")],
+                     "log": log_path, "cwd": directory, "env": dict(os.environ)})
+        exited = False  # and reaped: its pid may be another process's by now
+        try:
+            deadline = time.monotonic() + _SCOUT_DEADLINE_S
+            port = None
+            while port is None and time.monotonic() < deadline:
+                exited = os.waitpid(pid, os.WNOHANG) != (0, 0)
+                if exited:
+                    return []
+                port = _ready_port(log_path)
+                time.sleep(_SCOUT_POLL_S)
+            if port is None or not _api_versions_answered(port, deadline - time.monotonic()):
+                return []
+            os.kill(pid, signal.SIGSTOP)  # its pages as they were at the answer
+            return cowpages.written_ranges(pid, within)
+        finally:
+            if not exited:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+
+
+def _ready_port(log_path: str) -> int | None:
+    """The port of the scout's `broker ready` line, once it is there."""
+    from minikafka.testing.broker import broker_ready_line
+
+    with contextlib.suppress(OSError), open(log_path, "rb") as log:
+        ready = broker_ready_line(log.read().decode(errors="replace"))
+        return None if ready is None else int(ready["port"])
+    return None
+
+
+def _api_versions_answered(port: int, timeout: float) -> bool:
+    """ApiVersions v3, as librdkafka and the Java client open a connection with, answered under its
+    correlation id."""
+    import socket
+    import struct
+
+    correlation_id = 1
+    client_id = b"minikafka-scout"
+    header = struct.pack(">hhih", 18, 3, correlation_id, len(client_id)) + client_id + b"\x00"
+    body = bytes([len(client_id) + 1]) + client_id + bytes([2]) + b"1" + b"\x00"  # compact strings, no tags
+    request = header + body
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=max(timeout, 0.001)) as connection:
+            connection.sendall(struct.pack(">i", len(request)) + request)
+            answer = b""
+            while len(answer) < 8:
+                chunk = connection.recv(65536)
+                if not chunk:
+                    return False
+                answer += chunk
+    except OSError:
+        return False
+    return struct.unpack(">i", answer[4:8])[0] == correlation_id
+
+
 def _read_request(fd: int) -> dict[str, Any] | None:
     """The spare's request: the whole pipe up to its end of file (the server writes it, then closes)."""
     chunks = []
@@ -475,6 +562,9 @@ class _Server:
         # Forked once the newest codecs are compiled, and again once the older ones are (a spare forked
         # earlier compiles the rest itself when its broker needs them).
         self.spare: _Spare | None = None
+        # The pages of this server's memory a start writes, found by `_scout_written_pages` before the first
+        # spare is forked; every spare copies them ahead of its start.
+        self.written_pages: list[tuple[int, int]] | None = None
 
     def answer(self, payload: dict[str, Any]) -> None:
         self.answers.write(json.dumps(payload).encode() + b"\n")
@@ -507,7 +597,13 @@ class _Server:
         import gc
 
         gc.freeze()  # what was compiled since the last freeze: no collection in a child copies its pages
-        self.spare = _Spare()
+        self.spare = _Spare(self.pages_a_start_writes())
+
+    def pages_a_start_writes(self) -> list[tuple[int, int]]:
+        """Found once, by a scout broker (about 40 ms of the server's time, while no request waits)."""
+        if self.written_pages is None:
+            self.written_pages = _scout_written_pages()
+        return self.written_pages
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request["op"]
@@ -530,7 +626,9 @@ class _Server:
             if self.spare is not None:
                 self.spare.dismiss()  # forked before some of them
                 self.spare = None
-            return {"prepared": True}
+            from minikafka.testing.cowpages import page_count
+
+            return {"prepared": True, "pages_copied_ahead": page_count(self.pages_a_start_writes())}
         return {"error": f"unknown request {op!r}"}
 
     def kill_children(self) -> None:
