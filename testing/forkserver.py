@@ -475,7 +475,7 @@ _SCOUT_POLL_S = 0.001
 def _scout_written_pages() -> list[tuple[int, int]]:
     """Which of the server's pages a start writes: a child forked as for a spawn request starts a broker
     (its own temporary directory and log), answers one ApiVersions from the server, is stopped, and its
-    pagemap read; then it is killed. Empty when any step fails (no page is then copied ahead)."""
+    pagemap read; then it is killed. Empty when the broker does not start or answer in time."""
     import tempfile
     import time
 
@@ -600,9 +600,16 @@ class _Server:
         self.spare = _Spare(self.pages_a_start_writes())
 
     def pages_a_start_writes(self) -> list[tuple[int, int]]:
-        """Found once, by a scout broker (about 40 ms of the server's time, while no request waits)."""
+        """Found once, by a scout broker (about 40 ms of the server's time, while no request waits); none
+        when the scout could not be forked or run (starts then fault as without it)."""
         if self.written_pages is None:
-            self.written_pages = _scout_written_pages()
+            import gc
+
+            gc.freeze()  # as before a spare's fork: the scout's collections leave the server's objects alone
+            try:
+                self.written_pages = _scout_written_pages()
+            except (OSError, RuntimeError):
+                self.written_pages = []
         return self.written_pages
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
