@@ -126,6 +126,11 @@ class ForkServer:
         return _interpreter_environment(os.environ) == self._started_under
 
     @property
+    def pid(self) -> int:
+        """The server process's: its children are the brokers it forked and the spare waiting for a start."""
+        return self._process.pid
+
+    @property
     def usable(self) -> bool:
         """Still running, and in the process that started it (a forked caller gets a server of its own)."""
         return self._owner_pid == os.getpid() and self._process.poll() is None
