@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -113,11 +114,18 @@ def _state_and_minor_faults(pid: int) -> tuple[str, int]:
     return fields[0], int(fields[7])
 
 
-def _waits_for_its_request(spare: int) -> bool:
-    """Done copying: asleep (in its read of the request pipe) with no fault taken across a 20 ms look."""
-    state, faults = _state_and_minor_faults(spare)
-    time.sleep(0.02)
-    return state == "S" and _state_and_minor_faults(spare) == ("S", faults)
+def _done_copying(spare: int) -> Callable[[], bool]:
+    """A condition for `_wait_until`: the spare is asleep (in its read of the request pipe) and has taken no
+    fault since the previous look."""
+    looks: list[tuple[str, int]] = []
+
+    def settled() -> bool:
+        look = _state_and_minor_faults(spare)
+        unchanged = bool(looks) and look[0] == "S" and looks[-1] == look
+        looks.append(look)
+        return unchanged
+
+    return settled
 
 
 def test_a_spare_copies_the_pages_a_start_writes_before_its_start() -> None:
@@ -127,7 +135,7 @@ def test_a_spare_copies_the_pages_a_start_writes_before_its_start() -> None:
     assert pages > 0, "the scout found no page a start writes"
     with Broker(mode="process") as first:
         spare = _spare_beside(first)
-        _wait_until(lambda: _waits_for_its_request(spare), "the spare copies the pages ahead")
+        _wait_until(_done_copying(spare), "the spare copies the pages ahead")
         _, before = _state_and_minor_faults(spare)
         with Broker(mode="process") as second:
             assert second.pid == spare
