@@ -21,9 +21,10 @@ and the part of them spent creating dataclasses. Figures are printed, never asse
 On a loaded machine wall time mostly measures the wait for a core, so the process rows also print the CPU
 time the broker process had used when it answered and how long it had waited for a core (its main thread's
 /proc/PID/schedstat), and for a forked broker that was the server's spare the part of that CPU it had used
-before the start was asked (copying ahead the pages a start writes); the in-process fresh row prints that interpreter's CPU time. Python
-compiles minikafka's modules on every start when it may not write bytecode (PYTHONDONTWRITEBYTECODE, as
-in some CI shells); a wheel install carries its bytecode, so the note printed says which case was run.
+before the start was asked (copying ahead the pages a start writes); the in-process fresh row prints that
+interpreter's CPU time. Python compiles minikafka's modules on every start when it may not write bytecode
+(PYTHONDONTWRITEBYTECODE, as in some CI shells); a wheel install carries its bytecode, so the note printed
+says which case was run.
 """
 
 from __future__ import annotations
