@@ -4,7 +4,7 @@ A child of the fork server shares the server's memory until it writes to it. CPy
 it touches (reference counts), so a start copies about 2,000 of the server's pages (8 MB), one page fault
 each: measured, 1,900 faults and 7-9 ms of a 13-17 ms forked start. The pages a start writes are nearly the
 same every time (the same modules' objects, at the same addresses in every child of one server), so the
-server finds them once, in a throwaway child it starts as a broker (`forkserver._Server.scout`), and every
+server finds them once, in a throwaway child it starts as a broker (`forkserver._scout_written_pages`), and every
 spare child copies them while it waits for its request (`madvise(MADV_POPULATE_WRITE)`, Linux 5.14): the
 start then faults about 170 times and runs in 6-8 ms. The copying takes the spare 10-13 ms of CPU, a little
 more than the faults it saves (the scout writes about a fifth more pages than one start does), spent while
@@ -77,16 +77,12 @@ def page_count(ranges: list[Range]) -> int:
     return sum(end - start for start, end in ranges) // _PAGE
 
 
-def copy_ahead(ranges: list[Range]) -> int:
-    """Copy `ranges` into this process now, as writing to them would: the pages copied. A range no longer
-    mapped is skipped, and so is every range on a kernel without MADV_POPULATE_WRITE (EINVAL)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    madvise = libc.madvise
+def copy_ahead(ranges: list[Range]) -> None:
+    """Copy `ranges` into this process now, as writing to them would. A range no longer mapped is skipped
+    (madvise fails on it), and so is every range on a kernel without MADV_POPULATE_WRITE (EINVAL)."""
+    madvise = ctypes.CDLL(None, use_errno=True).madvise
     madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
     madvise.restype = ctypes.c_int
-    copied = 0
     for start, end in ranges:
-        if madvise(start, end - start, _MADV_POPULATE_WRITE) == 0:
-            copied += (end - start) // _PAGE
-    return copied
+        madvise(start, end - start, _MADV_POPULATE_WRITE)
 
