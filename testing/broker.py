@@ -4,7 +4,8 @@
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
 
 It listens on 127.0.0.1, on a free port unless one is given, with a fresh temporary data directory unless
-one is given (only a directory it made itself is removed on exit). `restart()` keeps the data and the
+one is given (only a directory it made itself is removed on exit; it is made in memory, /dev/shm, where
+that has room and TMPDIR is not set: see scratch). `restart()` keeps the data and the
 port (`restart(hard=True)` kills it first); `kill()` stops it as a crash would, so the next start goes through
 crash recovery. `stop()` returns the exit code.
 
@@ -37,7 +38,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -51,6 +51,7 @@ import structlog
 from minikafka.broker.config.config import BrokerConfig, build_config
 from minikafka.broker.control.faults import FaultSpecError, fault_table
 from minikafka.testing.logroute import route_current_thread, unroute_current_thread
+from minikafka.testing.scratch import make_scratch_directory
 
 if TYPE_CHECKING:
     from minikafka.broker.server import BrokerServer
@@ -858,7 +859,7 @@ class Broker:
         if self._data_dir is not None:
             return
         if self._given_data_dir is None or self._given_log_file is None:
-            self._workdir = Path(tempfile.mkdtemp(prefix="minikafka-"))
+            self._workdir = make_scratch_directory()
         self._data_dir = self._given_data_dir or self._workdir_path("data")
         self._data_dir.mkdir(parents=True, exist_ok=True)
         self._log_path = self._given_log_file or self._workdir_path("broker.log")

@@ -16,7 +16,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 from minikafka.broker.config.config import ConfigError
-from minikafka.testing import Broker, BrokerError, Mode
+from minikafka.testing import Broker, BrokerError, Mode, scratch
 
 from tests.support.produce import SEND_AT_ONCE, produce
 
@@ -107,6 +107,9 @@ def test_config_is_passed_through(mode: Mode) -> None:
 
 def test_bad_config_is_a_config_error_and_leaves_nothing_behind(mode: Mode, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # Wherever the kit would make its directory: in memory (scratch), or tempfile's place where TMPDIR is set.
+    monkeypatch.setattr(scratch, "MEMORY_ROOT", str(tmp_path))
+    monkeypatch.setattr(scratch, "MEMORY_MIN_FREE_BYTES", 0)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with pytest.raises(ConfigError, match=r"num\.partitions"):
         Broker({"num.partitions": "many"}, mode=mode).start()

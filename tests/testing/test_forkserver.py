@@ -11,12 +11,13 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from minikafka.testing import Broker, BrokerError, forkserver
+from minikafka.testing import Broker, BrokerError, forkserver, scratch
 from minikafka.testing.forkserver import supported
 
 pytestmark = pytest.mark.skipif(not supported(), reason="the fork server needs Linux (pidfd, prctl)")
@@ -34,13 +35,18 @@ def _parent_pid(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
+# Inode numbers, and the temporary directory a Broker made: wherever scratch put it, its name differs per Broker.
+_NUMBERED = re.compile("|".join([r"\[\d+\]", *(re.escape(root) + "/[^/]+"
+                                                for root in (scratch.MEMORY_ROOT, tempfile.gettempdir()))]))
+
+
 def _shape(pid: int) -> tuple[list[str], int]:
     """What a process holds, without numbers that differ between runs: its descriptors' kinds and paths
     (a temporary directory's name cut off) and how many threads it runs."""
     kinds = []
     for fd in os.listdir(f"/proc/{pid}/fd"):
         with_ids = os.readlink(f"/proc/{pid}/fd/{fd}")
-        kinds.append(re.sub(r"\[\d+\]|/tmp/[^/]+", "", with_ids))
+        kinds.append(re.sub(_NUMBERED, "", with_ids))
     return sorted(kinds), len(os.listdir(f"/proc/{pid}/task"))
 
 
