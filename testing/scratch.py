@@ -35,7 +35,7 @@ _swept = False
 def scratch_root() -> str | None:
     """The directory the kit's temporary directories go in: MEMORY_ROOT where it is usable, else None
     (`tempfile`'s default)."""
-    if os.environ.get("TMPDIR"):
+    if os.environ.get("TMPDIR") or not hasattr(os, "statvfs"):
         return None
     try:
         stats = os.statvfs(MEMORY_ROOT)
@@ -50,17 +50,18 @@ def make_scratch_directory() -> Path:
     """A new temporary directory for one `Broker` (its data directory and log), removed by its `close()`."""
     global _swept
     root = scratch_root() or tempfile.gettempdir()
+    tag = owner_tag()
+    if tag is None:
+        return Path(tempfile.mkdtemp(prefix=PREFIX, dir=root))
     if not _swept:
         _swept = True
-        remove_orphans(root)
-    return Path(tempfile.mkdtemp(prefix=f"{_owner_tag()}{os.getpid()}-", dir=root))
+        remove_orphans(root, tag)
+    return Path(tempfile.mkdtemp(prefix=f"{tag}{os.getpid()}-", dir=root))
 
 
-def remove_orphans(root: str) -> int:
-    """Remove the directories under `root` that a process of this user and PID namespace made and that
-    process is gone; returns how many. Another namespace's directories are left alone: its PIDs mean
-    nothing here."""
-    tag = _owner_tag()
+def remove_orphans(root: str, tag: str) -> int:
+    """Remove the directories under `root` named `tag` (owner_tag) and a PID whose process is gone, if this user
+    owns them; returns how many. Another namespace's directories are left alone: its PIDs mean nothing here."""
     removed = 0
     with contextlib.suppress(OSError), os.scandir(root) as entries:
         for entry in entries:
@@ -76,13 +77,14 @@ def remove_orphans(root: str) -> int:
     return removed
 
 
-def _owner_tag() -> str:
-    """PREFIX plus this process's PID namespace (0 where it cannot be read): the part of a directory's name
-    that says whose PIDs follow it."""
+def owner_tag() -> str | None:
+    """PREFIX plus this process's PID namespace: the part of a directory's name that says whose PIDs follow it.
+    None where the namespace cannot be read (outside Linux, or without /proc): directories are then named as
+    tempfile names them and never swept, since a PID alone could be another namespace's live process."""
     try:
         namespace = os.stat("/proc/self/ns/pid").st_ino
     except OSError:
-        namespace = 0
+        return None
     return f"{PREFIX}{namespace}-"
 
 
